@@ -1,0 +1,133 @@
+"""The benchmark's own logic, no GPU needed: arithmetic, table, JSON, CSV, plots, CLI."""
+
+import csv
+import json
+
+import pytest
+
+from xgemm import bench, cli
+from xgemm.bench import Result
+
+MACHINE = {"gpu": "Test GPU", "fp32_peak_tflops": 60.0, "copy_bandwidth_gbs": 3000.0}
+
+
+def results():
+    return [
+        Result("cublas", {}, 1024, 1024, 1024, ms=0.05, tflops=42.9, vs_cublas=1.0, ok=True),
+        Result("tiled", {"tile": 16}, 1024, 1024, 1024, ms=0.5, tflops=4.29, vs_cublas=0.1,
+               ok=True),
+        Result("vectorized", {"BM": 128}, 1024, 1024, 1024, ms=0.1, tflops=21.5, vs_cublas=0.5,
+               ok=True),
+        Result("naive", {"block": 32}, 1024, 1024, 1024, error="wrong result: error 0.5"),
+        Result("cublas", {}, 4097, 31, 1025, ms=0.02, tflops=13.0, vs_cublas=1.0, ok=True),
+        Result("tiled", {"tile": 16}, 4097, 31, 1025, ms=0.04, tflops=6.5, vs_cublas=0.5,
+               ok=True),
+    ]
+
+
+def test_arithmetic():
+    assert bench.flops(2, 3, 4) == 48
+    assert bench.flops(2, 3, 4, batch=5) == 240
+    assert bench.min_bytes(2, 3, 4) == 4 * (8 + 12 + 6)
+    assert bench.intensity(4096, 4096, 4096) == pytest.approx(4096 / 6)
+    assert bench.intensity(0, 0, 0) == 0.0
+    # the H100 SXM figure the project quotes: 132 SMs x 128 lanes x 2 x 1.98 GHz
+    assert bench.fp32_peak_tflops(132, 1980) == pytest.approx(66.9, abs=0.05)
+
+
+def test_best_per_shape_ignores_cublas_and_failures():
+    rs = results()
+    assert bench.best_per_shape(rs) == {2, 5}
+
+
+def test_table_marks_best_and_failures():
+    text = bench.table(results(), MACHINE)
+    lines = text.splitlines()
+    assert lines[0].split()[:4] == ["variant", "params", "shape", "ms"]
+    vectorized = next(line for line in lines if line.startswith("vectorized"))
+    assert vectorized.rstrip().endswith("*") and "0.50" in vectorized
+    assert "0.36" in vectorized  # 21.5 / 60 of peak
+    naive = next(line for line in lines if line.startswith("naive"))
+    assert "FAILED: wrong result" in naive and "*" not in naive
+    assert "170.7" in vectorized  # FLOP/B of 1024^3
+
+
+def test_json_schema_round_trip(tmp_path):
+    path = tmp_path / "r.json"
+    bench.write_json(str(path), results(), MACHINE)
+    data = json.loads(path.read_text())
+    assert set(data) == {"machine", "results"}
+    assert data["machine"]["gpu"] == "Test GPU"
+    required = {"variant", "params", "m", "n", "k", "batch", "dtype", "ms", "tflops",
+                "vs_cublas", "ok", "error"}
+    for record in data["results"]:
+        assert required <= set(record)
+    assert data["results"][0]["variant"] == "cublas"
+    machine, back = bench.read_json(str(path))
+    assert machine == MACHINE and back == results()
+
+
+def test_csv(tmp_path):
+    path = tmp_path / "r.csv"
+    bench.write_csv(str(path), results(), MACHINE)
+    rows = list(csv.DictReader(path.open()))
+    assert len(rows) == 6
+    assert rows[2]["params"] == "BM=128" and rows[2]["best"] == "True"
+    assert rows[3]["ok"] == "False" and "wrong result" in rows[3]["error"]
+
+
+def test_plots(tmp_path):
+    pytest.importorskip("matplotlib")
+    from xgemm import plots
+
+    plots.plot_tflops(results(), MACHINE, str(tmp_path / "a.png"))
+    plots.plot_roofline(results(), MACHINE, str(tmp_path / "b.png"))
+    for name in ("a.png", "b.png"):
+        assert (tmp_path / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_cli_plot_from_json(tmp_path, capsys):
+    pytest.importorskip("matplotlib")
+    path = tmp_path / "r.json"
+    bench.write_json(str(path), results(), MACHINE)
+    assert cli.main(["plot", str(path), "--plot", str(tmp_path / "p.png"),
+                     "--csv", str(tmp_path / "r.csv")]) == 0
+    assert (tmp_path / "p.png").exists() and (tmp_path / "r.csv").exists()
+    assert "vectorized" in capsys.readouterr().out
+
+
+def test_cli_without_gpu_is_one_clear_line(monkeypatch, capsys):
+    monkeypatch.setattr("xgemm.gpu.gpu_unavailable", lambda: "no CUDA device (test)")
+    assert cli.main(["bench", "--sizes", "128"]) == 2
+    err = capsys.readouterr().err
+    assert err.strip() == "xgemm bench: no CUDA device (test); the benchmark needs a CUDA GPU"
+
+
+def test_cli_rejects_bad_arguments(capsys):
+    assert cli.main(["bench", "--variants", "tild"]) == 2
+    assert "did you mean 'tiled'" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        cli.main(["bench", "--shapes", "12x34"])
+    assert "is not MxNxK" in capsys.readouterr().err
+
+
+@pytest.mark.gpu
+def test_bench_on_the_gpu(tmp_path, capsys):
+    path = tmp_path / "r.json"
+    code = cli.main(["bench", "--variants", "tiled,vectorized,transposed_b", "--sizes", "256",
+                     "--shapes", "257x31x65", "--repeat", "5", "--json", str(path)])
+    assert code == 0
+    machine, rs = bench.read_json(str(path))
+    assert machine["sm_count"] > 0 and machine["copy_bandwidth_gbs"] > 0
+    assert [r.variant for r in rs] == ["cublas", "tiled", "vectorized", "transposed_b"] * 2
+    for r in rs:
+        assert r.ok and r.ms > 0 and r.tflops > 0 and r.runs == 5
+        assert r.variant == "cublas" or r.error_vs_cublas < bench.CHECK_TOLERANCE
+    assert "vectorized" in capsys.readouterr().out
+
+
+@pytest.mark.gpu
+def test_bench_reports_a_failing_variant():
+    problem = bench.Problem(64, 64, 64)
+    r = bench.bench_variant(problem, "coarse2d", {"TM": 3})
+    assert not r.ok and "BM % TM == 0" in r.error and r.ms is None

@@ -1,0 +1,95 @@
+"""The registry and the declarations: no GPU needed."""
+
+import pytest
+
+import xgemm
+from xgemm.registry import MAX_STATIC_SMEM_BYTES, MAX_THREADS_PER_BLOCK, Variant, cdiv, register
+
+ALL = xgemm.variants()
+
+
+def test_ladder_order():
+    assert ALL == ["naive", "coalesced", "tiled", "coarse1d", "coarse2d", "vectorized",
+                   "transposed_b"]
+    assert xgemm.DEFAULT_VARIANT in ALL
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_declaration_is_consistent(name):
+    v = xgemm.get_variant(name)
+    assert v.resolve() == dict(v.defaults)  # the defaults meet every rule
+    points = list(v.points())
+    assert dict(v.defaults) in points
+    assert v.corners()[0] == dict(v.defaults)
+    for point in points:
+        assert v.threads_per_block(point) <= MAX_THREADS_PER_BLOCK
+        assert v.shared_memory(point) <= MAX_STATIC_SMEM_BYTES
+        assert v.threads_per_block(point) % 32 == 0  # whole warps
+    for corner in v.corners():
+        assert corner in points
+
+
+def test_unknown_variant_names_the_closest():
+    with pytest.raises(ValueError, match=r"'coarse2': did you mean 'coarse2d'.*are naive, "):
+        xgemm.get_variant("coarse2")
+    with pytest.raises(ValueError, match="unknown variant"):
+        xgemm.get_variant("zzzz")
+
+
+def test_unknown_parameter_suggests():
+    with pytest.raises(ValueError, match=r"no parameter 'bm' .*did you mean 'BM'"):
+        xgemm.get_variant("coarse2d").resolve({"bm": 64})
+    with pytest.raises(ValueError, match="no parameter 'TN'"):
+        xgemm.get_variant("coarse1d").resolve({"TN": 4})
+
+
+@pytest.mark.parametrize("value", [0, -8, 2.5, "16", True, None])
+def test_parameter_must_be_positive_int(value):
+    with pytest.raises(ValueError, match="must be a positive int"):
+        xgemm.get_variant("tiled").resolve({"tile": value})
+
+
+@pytest.mark.parametrize(
+    "name, params, rule",
+    [
+        ("coarse2d", {"TM": 3}, "BM % TM == 0"),
+        ("coarse2d", {"BN": 96, "TN": 8, "BM": 128, "TM": 8}, "BM * BK % THREADS == 0"),
+        ("coarse1d", {"BM": 128, "BN": 128, "TM": 8}, "threads per block 2048 <= 1024"),
+        ("coarse1d", {"BM": 128, "BN": 128, "TM": 16, "BK": 8}, "THREADS <= 512"),
+        ("vectorized", {"TM": 6, "BM": 96}, "TM % 4 == 0"),
+        ("tiled", {"tile": 64}, "threads per block 4096 <= 1024"),
+        ("coarse2d", {"BM": 256, "BN": 256, "BK": 32, "TM": 16, "TN": 16},
+         "shared memory 65536 bytes <= 49152"),
+    ],
+)
+def test_constraints_reject_with_the_rule(name, params, rule):
+    with pytest.raises(ValueError, match="breaks") as info:
+        xgemm.get_variant(name).resolve(params)
+    assert rule in str(info.value)
+
+
+def test_constraints_accept_points_outside_the_sweep_space():
+    # the space is what a sweep walks; any point that meets the rules may be used
+    assert xgemm.get_variant("coarse2d").resolve({"BM": 32, "TM": 4, "BK": 32})["BM"] == 32
+
+
+def test_grid_limit_is_reported():
+    v = xgemm.get_variant("coalesced")
+    with pytest.raises(ValueError, match="over the limit of 65535"):
+        v.launch({"block": 8}, 8 * 65536, 8)
+
+
+def test_register_refuses_bad_declarations():
+    base = dict(template="gemm/03_tiled.cu.j2", adds="", constraints=[], block=("tile", "tile"),
+                grid=("cdiv(N, tile)", "cdiv(M, tile)"))
+    with pytest.raises(ValueError, match="registered twice"):
+        register(Variant(name="tiled", defaults={"tile": 8}, space={"tile": [8]}, **base))
+    with pytest.raises(ValueError, match="not in its space"):
+        register(Variant(name="tiled_x", defaults={"tile": 4}, space={"tile": [8]}, **base))
+    with pytest.raises(ValueError, match="no sweep space"):
+        register(Variant(name="tiled_y", defaults={"tile": 8}, space={}, **base))
+    assert "tiled_x" not in xgemm.variants() and "tiled_y" not in xgemm.variants()
+
+
+def test_cdiv():
+    assert [cdiv(0, 4), cdiv(1, 4), cdiv(4, 4), cdiv(5, 4)] == [0, 1, 1, 2]

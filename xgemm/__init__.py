@@ -1,0 +1,31 @@
+"""xgemm: hand-written CUDA matrix-multiply kernels, rung by rung, from Python.
+
+Each variant is a Jinja2 CUDA template rendered with its tile parameters and compiled
+at run time through ``cupy.RawKernel``.
+
+Example:
+    >>> import cupy as cp, xgemm
+    >>> a = cp.random.standard_normal((512, 256), dtype=cp.float32)
+    >>> b = cp.random.standard_normal((256, 128), dtype=cp.float32)
+    >>> c = xgemm.matmul(a, b, variant="coarse2d", BM=64, BN=64)
+    >>> xgemm.variants()[0]
+    'naive'
+"""
+
+from . import variants as _ladder  # noqa: F401  (registers the ladder)
+from .api import DEFAULT_VARIANT, matmul, source
+from .compile import CompileError, PtxasReport, compile_offline
+from .registry import Variant, get_variant, variants
+
+__all__ = [
+    "DEFAULT_VARIANT",
+    "CompileError",
+    "PtxasReport",
+    "Variant",
+    "compile_offline",
+    "get_variant",
+    "matmul",
+    "source",
+    "variants",
+]
+__version__ = "0.1.0"

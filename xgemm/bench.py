@@ -1,0 +1,380 @@
+"""Timing xgemm's variants against cuBLAS on the same inputs, in one run.
+
+Method (the device guide's METHOD.md): CUDA events around each launch; warm-up launches
+first, so compilation and module load stay out (the first call's time is reported apart
+as ``compile_s``); the median of many timed launches, with min and max; the L2 cache
+flushed before each timed launch when the operands would fit in it; cuBLAS
+(``cupy.matmul``, TF32 off) timed in the same run on the same inputs; and every variant's
+result checked against cuBLAS's before it is timed: a wrong one is reported, not timed.
+
+Example:
+    >>> from xgemm import bench
+    >>> results = bench.run(["tiled", "vectorized"], [(1024, 1024, 1024)])  # doctest: +SKIP
+    >>> print(bench.table(results, bench.machine_info()))  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import csv
+import functools
+import json
+import math
+import platform
+import statistics
+import subprocess
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from .api import matmul
+from .registry import get_variant
+
+#: Relative Frobenius error against cuBLAS above which a variant's result is called wrong.
+CHECK_TOLERANCE = 1e-4
+#: FP32 lanes per SM on the GPUs this library targets (Ampere GA100 has 64: see fp32_peak).
+FP32_LANES_PER_SM = 128
+
+
+@dataclass
+class Result:
+    """One timed point: the record ``xgemm bench --json`` writes."""
+
+    variant: str
+    params: dict[str, int]
+    m: int
+    n: int
+    k: int
+    batch: int = 1
+    dtype: str = "float32"
+    ms: float | None = None
+    tflops: float | None = None
+    vs_cublas: float | None = None
+    ok: bool = False
+    error: str | None = None
+    ms_min: float | None = None
+    ms_max: float | None = None
+    runs: int = 0
+    compile_s: float | None = None
+    error_vs_cublas: float | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def shape(self) -> str:
+        return f"{self.m}x{self.n}x{self.k}"
+
+    def to_json(self) -> dict[str, Any]:
+        record = asdict(self)
+        record.update(record.pop("extra"))
+        return record
+
+    @classmethod
+    def from_json(cls, record: dict[str, Any]) -> Result:
+        known = {f for f in cls.__dataclass_fields__ if f != "extra"}
+        return cls(**{k: v for k, v in record.items() if k in known},
+                   extra={k: v for k, v in record.items() if k not in known})
+
+
+# -- arithmetic of a product -----------------------------------------------------------
+def flops(m: int, n: int, k: int, batch: int = 1) -> int:
+    """Floating-point operations of a product: one multiply and one add per term."""
+    return 2 * m * n * k * batch
+
+
+def min_bytes(m: int, n: int, k: int, itemsize: int = 4) -> int:
+    """The fewest bytes a product moves through DRAM: A and B read once, C written once."""
+    return itemsize * (m * k + k * n + m * n)
+
+
+def intensity(m: int, n: int, k: int, itemsize: int = 4) -> float:
+    """Arithmetic intensity: FLOP per byte of the minimum DRAM traffic.
+
+    >>> round(intensity(4096, 4096, 4096), 1)
+    682.7
+    """
+    traffic = min_bytes(m, n, k, itemsize)
+    return flops(m, n, k) / traffic if traffic else 0.0
+
+
+def fp32_peak_tflops(sm_count: int, clock_mhz: float, lanes: int = FP32_LANES_PER_SM) -> float:
+    """FP32 peak: SMs x FP32 lanes x 2 FLOP per FMA x clock.
+
+    >>> round(fp32_peak_tflops(132, 1980), 1)
+    66.9
+    """
+    return sm_count * lanes * 2 * clock_mhz * 1e6 / 1e12
+
+
+# -- the machine -------------------------------------------------------------------------
+def _nvidia_smi(query: str) -> str | None:
+    try:
+        out = subprocess.run(["nvidia-smi", f"--query-gpu={query}", "--format=csv,noheader,nounits",
+                              "-i", "0"], capture_output=True, text=True, timeout=20, check=True)
+        return out.stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def measure_copy_bandwidth(nbytes: int = 2**30, repeat: int = 10) -> float:
+    """Device-to-device copy bandwidth in GB/s, counting bytes read plus bytes written."""
+    import cupy
+
+    src = cupy.empty(nbytes // 4, cupy.float32)
+    dst = cupy.empty_like(src)
+    src.fill(1.0)
+    times = time_launches(lambda: dst.__setitem__(Ellipsis, src), warmup=2, repeat=repeat)
+    return 2 * nbytes / (statistics.median(times) * 1e-3) / 1e9
+
+
+def machine_info(measure: bool = True) -> dict[str, Any]:
+    """What the results were measured on, with the measured ceilings."""
+    import cupy
+
+    dev = cupy.cuda.Device()
+    props = cupy.cuda.runtime.getDeviceProperties(dev.id)
+    attrs = dev.attributes
+    smi = _nvidia_smi("driver_version,clocks.max.sm,clocks.sm")
+    driver, max_clock, clock = (smi.split(", ") + [None] * 3)[:3] if smi else (None, None, None)
+    clock_mhz = float(max_clock) if max_clock else attrs.get("ClockRate", 0) / 1000 or None
+    sm_count = attrs["MultiProcessorCount"]
+    info: dict[str, Any] = {
+        "gpu": props["name"].decode(),
+        "compute_capability": f"{props['major']}.{props['minor']}",
+        "sm_count": sm_count,
+        "l2_bytes": attrs.get("L2CacheSize"),
+        "max_sm_clock_mhz": clock_mhz,
+        "sm_clock_mhz_at_start": float(clock) if clock else None,
+        "driver": driver,
+        "cuda_runtime": cupy.cuda.runtime.runtimeGetVersion(),
+        "cupy": cupy.__version__,
+        "python": platform.python_version(),
+        "fp32_peak_tflops": fp32_peak_tflops(sm_count, clock_mhz) if clock_mhz else None,
+    }
+    if measure:
+        info["copy_bandwidth_gbs"] = measure_copy_bandwidth()
+    return info
+
+
+# -- timing ----------------------------------------------------------------------------
+@functools.cache
+def _l2_scrub():
+    """A buffer twice the L2's size: writing it evicts whatever the last launch left."""
+    import cupy
+
+    l2 = cupy.cuda.Device().attributes.get("L2CacheSize", 50 * 2**20)
+    return cupy.empty(2 * l2 // 4, cupy.float32)
+
+
+def time_launches(launch: Callable[[], object], warmup: int = 3, repeat: int = 30,
+                  max_seconds: float = 3.0, flush_l2: bool = False) -> list[float]:
+    """Milliseconds of each of ``repeat`` calls of ``launch``, each between its own pair of
+    CUDA events, after ``warmup`` untimed calls; stops after ``max_seconds`` once it has
+    five. With ``flush_l2`` the L2 is scrubbed (untimed) before each timed call."""
+    import cupy
+
+    for _ in range(warmup):
+        launch()
+    start, stop = cupy.cuda.Event(), cupy.cuda.Event()
+    times: list[float] = []
+    deadline = time.perf_counter() + max_seconds
+    for _ in range(repeat):
+        if flush_l2:
+            _l2_scrub().fill(0)
+        start.record()
+        launch()
+        stop.record()
+        stop.synchronize()
+        times.append(cupy.cuda.get_elapsed_time(start, stop))
+        if len(times) >= 5 and time.perf_counter() > deadline:
+            break
+    return times
+
+
+class Problem:
+    """One shape's inputs, shared by cuBLAS and every variant, and cuBLAS's answer."""
+
+    def __init__(self, m: int, n: int, k: int, seed: int | None = None) -> None:
+        import cupy
+
+        self.m, self.n, self.k = m, n, k
+        gen = cupy.random.default_rng(seed)
+        self.a = gen.standard_normal((m, k), dtype=cupy.float32)
+        self.b = gen.standard_normal((k, n), dtype=cupy.float32)
+        self.c = cupy.empty((m, n), cupy.float32)
+        self._b_col = None
+        l2 = cupy.cuda.Device().attributes.get("L2CacheSize", 50 * 2**20)
+        self.flush_l2 = min_bytes(m, n, k) < 4 * l2
+        self.expected = cupy.matmul(self.a, self.b)
+
+    def b_in(self, order: str):
+        """B in the layout a variant reads in place: column-major B is the same values,
+        stored transposed and handed over as the view ``bt.T``."""
+        import cupy
+
+        if order == "row":
+            return self.b
+        if self._b_col is None:
+            self._b_col = cupy.ascontiguousarray(self.b.T).T
+        return self._b_col
+
+
+def _relative(c, ref) -> float:
+    import cupy
+
+    scale = float(cupy.linalg.norm(ref))
+    diff = float(cupy.linalg.norm(c - ref))
+    return diff / scale if scale else diff
+
+
+def bench_cublas(problem: Problem, **timing: Any) -> Result:
+    """cuBLAS SGEMM through ``cupy.matmul`` on the problem's inputs."""
+    import cupy
+
+    p = problem
+    result = Result("cublas", {}, p.m, p.n, p.k)
+    times = time_launches(lambda: cupy.matmul(p.a, p.b, out=p.c), flush_l2=p.flush_l2, **timing)
+    _fill(result, times, None)
+    result.vs_cublas = 1.0
+    return result
+
+
+def bench_variant(problem: Problem, name: str, params: dict[str, int] | None = None,
+                  cublas_ms: float | None = None, **timing: Any) -> Result:
+    """Compile and check one variant against cuBLAS, then time it. Whatever goes wrong
+    (a broken constraint, a compile error, a wrong result) lands in ``error``."""
+    import cupy
+
+    p = problem
+    result = Result(name, dict(params or {}), p.m, p.n, p.k)
+    try:
+        v = get_variant(name)
+        result.params = v.resolve(params)
+        b = p.b_in(v.b_order)
+        p.c.fill(cupy.nan)
+        t0 = time.perf_counter()
+        matmul(p.a, b, variant=name, out=p.c, **result.params)
+        cupy.cuda.get_current_stream().synchronize()
+        result.compile_s = time.perf_counter() - t0  # first call: compile + module load + run
+        result.error_vs_cublas = _relative(p.c, p.expected)
+        if not result.error_vs_cublas < CHECK_TOLERANCE:
+            result.error = f"wrong result: error {result.error_vs_cublas:.3g} against cuBLAS"
+            return result
+        times = time_launches(lambda: matmul(p.a, b, variant=name, out=p.c, **result.params),
+                              flush_l2=p.flush_l2, **timing)
+    except Exception as exc:  # one broken variant must not end the run
+        message = str(exc).strip().splitlines()
+        result.error = f"{type(exc).__name__}: {message[0] if message else ''}"
+        return result
+    _fill(result, times, cublas_ms)
+    return result
+
+
+def _fill(result: Result, times: Sequence[float], cublas_ms: float | None) -> None:
+    result.ok = True
+    result.runs = len(times)
+    result.ms = statistics.median(times)
+    result.ms_min, result.ms_max = min(times), max(times)
+    result.tflops = flops(result.m, result.n, result.k) / (result.ms * 1e-3) / 1e12
+    if cublas_ms:
+        result.vs_cublas = cublas_ms / result.ms
+
+
+def run(variants: Iterable[str], shapes: Iterable[tuple[int, int, int]],
+        params: dict[str, dict[str, int]] | None = None, **timing: Any) -> list[Result]:
+    """cuBLAS and each variant (at its defaults, or at ``params[name]``) on each shape."""
+    return list(iterate(list(variants), list(shapes), params, **timing))
+
+
+def iterate(variants: Sequence[str], shapes: Sequence[tuple[int, int, int]],
+            params: dict[str, dict[str, int]] | None = None, **timing: Any) -> Iterator[Result]:
+    """Like :func:`run`, one result at a time (cuBLAS first for each shape)."""
+    for m, n, k in shapes:
+        problem = Problem(m, n, k)
+        cublas = bench_cublas(problem, **timing)
+        yield cublas
+        for name in variants:
+            yield bench_variant(problem, name, (params or {}).get(name), cublas.ms, **timing)
+        del problem
+
+
+def sweep(name: str, shape: tuple[int, int, int], **timing: Any) -> list[Result]:
+    """Every point of ``name``'s sweep space on one shape, fastest first, failures last."""
+    problem = Problem(*shape)
+    cublas = bench_cublas(problem, **timing)
+    results = [bench_variant(problem, name, point, cublas.ms, **timing)
+               for point in get_variant(name).points()]
+    return sorted(results, key=lambda r: (not r.ok, r.ms or math.inf))
+
+
+# -- reporting -------------------------------------------------------------------------
+def best_per_shape(results: Sequence[Result]) -> set[int]:
+    """Indices of the fastest correct xgemm variant for each shape (cuBLAS excluded)."""
+    best: dict[str, int] = {}
+    for i, r in enumerate(results):
+        if r.ok and r.variant != "cublas":
+            j = best.get(r.shape)
+            if j is None or r.ms < results[j].ms:
+                best[r.shape] = i
+    return set(best.values())
+
+
+COLUMNS = ("variant", "params", "shape", "ms", "TFLOP/s", "x cuBLAS", "x peak", "FLOP/B", "")
+
+
+def rows(results: Sequence[Result], machine: dict[str, Any] | None = None) -> list[tuple[str, ...]]:
+    """The table's rows as text: one per result, with the best variant per shape marked *."""
+    peak = (machine or {}).get("fp32_peak_tflops")
+    best = best_per_shape(results)
+    out = []
+    for i, r in enumerate(results):
+        params = ",".join(f"{k}={v}" for k, v in r.params.items())
+        flop_b = f"{intensity(r.m, r.n, r.k):.1f}"
+        if r.ok:
+            out.append((r.variant, params, r.shape, f"{r.ms:.3f}", f"{r.tflops:.2f}",
+                        f"{r.vs_cublas:.2f}" if r.vs_cublas else "",
+                        f"{r.tflops / peak:.2f}" if peak else "", flop_b,
+                        "*" if i in best else ""))
+        else:
+            out.append((r.variant, params, r.shape, "", "", "", "", flop_b,
+                        f"FAILED: {r.error}"))
+    return out
+
+
+def table(results: Sequence[Result], machine: dict[str, Any] | None = None) -> str:
+    """A fixed-width text table; * marks the fastest xgemm variant of each shape."""
+    body = [COLUMNS, *rows(results, machine)]
+    widths = [max(len(row[i]) for row in body) for i in range(len(COLUMNS))]
+    return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
+                     for row in body)
+
+
+def write_json(path: str, results: Sequence[Result], machine: dict[str, Any]) -> None:
+    """``{"machine": {...}, "results": [{"variant", "params", "m", "n", "k", "batch",
+    "dtype", "ms", "tflops", "vs_cublas", "ok", "error", ...}, ...]}``."""
+    with open(path, "w") as f:
+        json.dump({"machine": machine, "results": [r.to_json() for r in results]}, f, indent=1)
+        f.write("\n")
+
+
+def read_json(path: str) -> tuple[dict[str, Any], list[Result]]:
+    with open(path) as f:
+        data = json.load(f)
+    return data["machine"], [Result.from_json(r) for r in data["results"]]
+
+
+def write_csv(path: str, results: Sequence[Result], machine: dict[str, Any]) -> None:
+    peak = machine.get("fp32_peak_tflops")
+    best = best_per_shape(results)
+    fields = ["variant", "params", "m", "n", "k", "batch", "dtype", "ms", "ms_min", "ms_max",
+              "tflops", "vs_cublas", "vs_peak", "flop_per_byte", "best", "ok", "error",
+              "compile_s"]
+    with open(path, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=fields, extrasaction="ignore")
+        writer.writeheader()
+        for i, r in enumerate(results):
+            record = r.to_json()
+            record["params"] = ";".join(f"{k}={v}" for k, v in r.params.items())
+            record["vs_peak"] = r.tflops / peak if (r.ok and peak) else None
+            record["flop_per_byte"] = intensity(r.m, r.n, r.k)
+            record["best"] = i in best
+            writer.writerow(record)

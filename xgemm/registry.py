@@ -1,0 +1,234 @@
+"""What a kernel variant is, and the registry that names them.
+
+A variant is declared once, as data (see ``xgemm/variants.py``): its template, default
+parameters, the space a sweep walks, the constraints its parameters must meet and its
+launch geometry. The constraints and geometry are Python expressions over the same
+names the template uses (``BM``, ``TM``, ``tile``...), so a reader sees in one place what
+can vary and what must hold, and an error can quote the rule it broke.
+"""
+
+from __future__ import annotations
+
+import difflib
+import itertools
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from .render import render
+
+#: Most threads a block may have on every GPU CuPy supports.
+MAX_THREADS_PER_BLOCK = 1024
+#: Most static ``__shared__`` memory a block may declare (opt-in beyond needs dynamic memory).
+MAX_STATIC_SMEM_BYTES = 48 * 1024
+#: Largest grid: x, y, z.
+MAX_GRID = (2**31 - 1, 65535, 65535)
+
+#: NumPy dtype name -> CUDA C type name.
+CUDA_TYPES = {"float32": "float"}
+
+
+def cdiv(a: int, b: int) -> int:
+    """Ceiling division, available to the expressions of a declaration."""
+    return -(-a // b)
+
+
+def _eval(expr: str, names: Mapping[str, int]) -> int:
+    return eval(expr, {"__builtins__": {}, "cdiv": cdiv}, dict(names))  # noqa: S307 - our own declarations
+
+
+Params = dict[str, int]
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One rung of the ladder: a template and everything needed to launch it.
+
+    Example:
+        >>> import xgemm
+        >>> v = xgemm.get_variant("coarse2d")
+        >>> v.threads_per_block(v.defaults)
+        256
+    """
+
+    name: str
+    #: Template path under ``kernels/``.
+    template: str
+    #: One line: what this rung adds over the one before.
+    adds: str
+    defaults: Mapping[str, int]
+    #: The values a sweep walks, per parameter.
+    space: Mapping[str, Sequence[int]]
+    #: Expressions over the parameters (and THREADS, the threads per block) that must hold.
+    constraints: Sequence[str]
+    #: Block shape, as expressions over the parameters.
+    block: tuple[str, ...]
+    #: Grid shape, as expressions over the parameters and M, N.
+    grid: tuple[str, ...]
+    #: Bytes of static shared memory a block uses.
+    smem_bytes: str = "0"
+    #: How the kernel reads B: "row" (B[k][n] at k * ldb + n) or "col" (at n * ldb + k).
+    b_order: str = "row"
+    dtypes: tuple[str, ...] = ("float32",)
+    #: Boolean specialisations picked per call from the operands (e.g. "aligned").
+    flags: tuple[str, ...] = ()
+    kernel_name: str = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "kernel_name", f"xgemm_{self.name}")
+
+    # -- parameters ------------------------------------------------------------------
+    def resolve(self, params: Mapping[str, object] | None = None) -> Params:
+        """Fill in defaults and check ``params``; raise ValueError naming any broken rule.
+
+        >>> import xgemm
+        >>> xgemm.get_variant("tiled").resolve({"tile": 32})
+        {'tile': 32}
+        """
+        params = dict(params or {})
+        unknown = sorted(set(params) - set(self.defaults))
+        if unknown:
+            hints = []
+            for name in unknown:
+                close = [d for d in self.defaults if d.lower() == name.lower()]
+                close = close or difflib.get_close_matches(name, list(self.defaults), n=1)
+                hints.append(f"{name!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
+            raise ValueError(
+                f"variant {self.name!r} has no parameter {', '.join(hints)}; "
+                f"its parameters are {', '.join(self.defaults)}"
+            )
+        resolved: Params = {}
+        for name, default in self.defaults.items():
+            value = params.get(name, default)
+            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+                raise ValueError(
+                    f"variant {self.name!r}: parameter {name} must be a positive int, got {value!r}"
+                )
+            resolved[name] = int(value)
+        broken = self.broken_rules(resolved)
+        if broken:
+            values = ", ".join(f"{k}={v}" for k, v in resolved.items())
+            raise ValueError(
+                f"variant {self.name!r} with {values} breaks: " + "; ".join(broken)
+                + f". The defaults ({', '.join(f'{k}={v}' for k, v in self.defaults.items())})"
+                " meet every rule."
+            )
+        return resolved
+
+    def broken_rules(self, params: Mapping[str, int]) -> list[str]:
+        """The rules ``params`` breaks, each as text with the values it saw (empty if none)."""
+        threads = self.threads_per_block(params)
+        names = {**params, "THREADS": threads}
+        broken = [rule for rule in self.constraints if not _eval(rule, names)]
+        if threads > MAX_THREADS_PER_BLOCK:
+            broken.append(f"threads per block {threads} <= {MAX_THREADS_PER_BLOCK}")
+        smem = _eval(self.smem_bytes, params)
+        if smem > MAX_STATIC_SMEM_BYTES:
+            broken.append(f"shared memory {smem} bytes <= {MAX_STATIC_SMEM_BYTES}")
+        return broken
+
+    def points(self) -> Iterator[Params]:
+        """Every point of the sweep space that meets the constraints."""
+        names = list(self.space)
+        for values in itertools.product(*(self.space[n] for n in names)):
+            point = dict(zip(names, values, strict=True))
+            if not self.broken_rules(point):
+                yield point
+
+    def corners(self) -> list[Params]:
+        """The valid points whose every parameter sits at its smallest or largest value,
+        plus the defaults: the points the GPU tests run."""
+        extremes = {n: {min(vs), max(vs)} for n, vs in self.space.items()}
+        found = [p for p in self.points() if all(p[n] in extremes[n] for n in p)]
+        defaults = dict(self.defaults)
+        return [defaults] + [p for p in found if p != defaults]
+
+    def flag_values(self) -> Iterator[dict[str, bool]]:
+        """Every combination of this variant's boolean specialisations."""
+        for values in itertools.product((True, False), repeat=len(self.flags)):
+            yield dict(zip(self.flags, values, strict=True))
+
+    # -- launch geometry -------------------------------------------------------------
+    def threads_per_block(self, params: Mapping[str, int]) -> int:
+        total = 1
+        for expr in self.block:
+            total *= _eval(expr, params)
+        return total
+
+    def launch(
+        self, params: Mapping[str, int], m: int, n: int
+    ) -> tuple[tuple[int, ...], tuple[int, ...]]:
+        """(grid, block) for an M x N output; ValueError if the grid is too large."""
+        names = {**params, "M": m, "N": n}
+        grid = tuple(_eval(e, names) for e in self.grid)
+        block = tuple(_eval(e, params) for e in self.block)
+        for axis, (size, limit) in enumerate(zip(grid, MAX_GRID, strict=False)):
+            if size > limit:
+                raise ValueError(
+                    f"variant {self.name!r}: an {m} x {n} output needs {size} blocks along grid "
+                    f"axis {'xyz'[axis]}, over the limit of {limit}; choose larger tiles or "
+                    "another variant"
+                )
+        return grid, block
+
+    def shared_memory(self, params: Mapping[str, int]) -> int:
+        return _eval(self.smem_bytes, params)
+
+    # -- source ----------------------------------------------------------------------
+    def source(self, params: Mapping[str, int], dtype: str = "float32", **flags: bool) -> str:
+        """The rendered CUDA C for ``params`` (already resolved), ``dtype`` and ``flags``."""
+        if dtype not in self.dtypes:
+            raise TypeError(
+                f"variant {self.name!r} supports {', '.join(self.dtypes)}, not {dtype}"
+            )
+        missing = set(self.flags) - set(flags)
+        extra = set(flags) - set(self.flags)
+        if missing or extra:
+            raise ValueError(
+                f"variant {self.name!r} takes the flags {list(self.flags)}, got {sorted(flags)}"
+            )
+        return render(self.template, dtype=CUDA_TYPES[dtype], **params, **flags)
+
+
+_REGISTRY: dict[str, Variant] = {}
+
+
+def register(variant: Variant) -> Variant:
+    """Add ``variant`` to the registry (in ladder order: the order of registration)."""
+    if variant.name in _REGISTRY:
+        raise ValueError(f"variant {variant.name!r} is registered twice")
+    for name, default in variant.defaults.items():
+        if name not in variant.space:
+            raise ValueError(f"variant {variant.name!r}: parameter {name} has no sweep space")
+        if default not in variant.space[name]:
+            raise ValueError(
+                f"variant {variant.name!r}: default {name}={default} is not in its space"
+            )
+    _REGISTRY[variant.name] = variant
+    return variant
+
+
+def variants() -> list[str]:
+    """The names of every variant, in ladder order.
+
+    >>> import xgemm
+    >>> xgemm.variants()[:3]
+    ['naive', 'coalesced', 'tiled']
+    """
+    return list(_REGISTRY)
+
+
+def get_variant(name: str) -> Variant:
+    """The variant called ``name``; ValueError listing the names (closest first) otherwise.
+
+    >>> import xgemm
+    >>> xgemm.get_variant("tiled").b_order
+    'row'
+    """
+    try:
+        return _REGISTRY[name]
+    except (KeyError, TypeError):
+        close = difflib.get_close_matches(str(name), list(_REGISTRY), n=3, cutoff=0.4)
+        hint = f"did you mean {' or '.join(repr(c) for c in close)}? " if close else ""
+        raise ValueError(
+            f"unknown variant {name!r}: {hint}the variants are {', '.join(_REGISTRY)}"
+        ) from None

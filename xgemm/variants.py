@@ -1,0 +1,115 @@
+"""The ladder: one declaration per variant, in the order a reader should meet them.
+
+Adding a variant means a template under ``kernels/gemm/`` and one ``register(Variant(...))``
+here; the tests, the compile check and the benchmark walk the registry and pick it up.
+Expressions are Python over the template's own parameter names, plus ``THREADS`` (threads
+per block) in constraints and ``M``, ``N`` (the output's shape) in the grid.
+
+Defaults are the fastest point of each space at 4096 x 4096 x 4096 on an H100 (from
+``xgemm.bench.sweep``), except coarse2d, which keeps the seed text's configuration.
+"""
+
+from .registry import Variant, register
+
+register(Variant(
+    name="naive",
+    template="gemm/01_naive.cu.j2",
+    adds="one thread per output; threadIdx.x walks rows, so warps read A and write C strided",
+    defaults={"block": 32},
+    space={"block": [8, 16, 32]},
+    constraints=[],
+    block=("block", "block"),
+    grid=("cdiv(M, block)", "cdiv(N, block)"),
+))
+
+register(Variant(
+    name="coalesced",
+    template="gemm/02_coalesced.cu.j2",
+    adds="threadIdx.x walks columns: a warp reads a contiguous row of B and writes one of C",
+    defaults={"block": 32},
+    space={"block": [8, 16, 32]},
+    constraints=[],
+    block=("block", "block"),
+    grid=("cdiv(N, block)", "cdiv(M, block)"),
+))
+
+register(Variant(
+    name="tiled",
+    template="gemm/03_tiled.cu.j2",
+    adds="tile x tile blocks stage A and B in shared memory: each global load is used tile times",
+    defaults={"tile": 16},
+    space={"tile": [8, 16, 32]},
+    constraints=[],
+    block=("tile", "tile"),
+    grid=("cdiv(N, tile)", "cdiv(M, tile)"),
+    smem_bytes="4 * 2 * tile * tile",
+))
+
+register(Variant(
+    name="coarse1d",
+    template="gemm/04_coarse1d.cu.j2",
+    adds="each thread computes TM outputs of a column: one B load from shared memory feeds TM FMAs",
+    defaults={"BM": 32, "BN": 64, "BK": 8, "TM": 16},
+    space={"BM": [32, 64, 128], "BN": [32, 64, 128], "BK": [8, 16, 32], "TM": [4, 8, 16]},
+    constraints=[
+        "BM % TM == 0",
+        "THREADS % 32 == 0",         # whole warps
+        "THREADS <= 512",            # at 1024 a thread gets 64 registers and ptxas spills
+        "BM * BK % THREADS == 0",    # every thread loads as many elements of A's tile
+        "BK * BN % THREADS == 0",    # and of B's
+    ],
+    block=("BM * BN // TM",),
+    grid=("cdiv(N, BN)", "cdiv(M, BM)"),
+    smem_bytes="4 * (BM * BK + BK * BN)",
+))
+
+register(Variant(
+    name="coarse2d",
+    template="gemm/05_coarse2d.cu.j2",
+    adds="each thread computes a TM x TN block from register fragments: TM*TN FMAs per TM+TN loads",
+    defaults={"BM": 128, "BN": 128, "BK": 16, "TM": 8, "TN": 8},
+    space={"BM": [64, 128], "BN": [64, 128], "BK": [8, 16], "TM": [4, 8], "TN": [4, 8]},
+    constraints=[
+        "BM % TM == 0",
+        "BN % TN == 0",
+        "THREADS % 32 == 0",
+        "BM * BK % THREADS == 0",
+        "BK * BN % THREADS == 0",
+    ],
+    block=("(BM // TM) * (BN // TN)",),
+    grid=("cdiv(N, BN)", "cdiv(M, BM)"),
+    smem_bytes="4 * (BM * BK + BK * BN)",
+))
+
+register(Variant(
+    name="vectorized",
+    template="gemm/06_vectorized.cu.j2",
+    adds="16-byte global loads and stores, A transposed in shared memory, 16-byte fragment reads",
+    defaults={"BM": 128, "BN": 128, "BK": 16, "TM": 8, "TN": 8},
+    space={"BM": [64, 128], "BN": [64, 128], "BK": [8, 16], "TM": [4, 8], "TN": [4, 8]},
+    constraints=[
+        "BM % TM == 0",
+        "BN % TN == 0",
+        "BK % 4 == 0 and TM % 4 == 0 and TN % 4 == 0",  # everything moves in groups of four
+        "THREADS % 32 == 0",
+        "BM * BK // 4 % THREADS == 0",
+        "BK * BN // 4 % THREADS == 0",
+    ],
+    block=("(BM // TM) * (BN // TN)",),
+    grid=("cdiv(N, BN)", "cdiv(M, BM)"),
+    smem_bytes="4 * (BM * BK + BK * BN)",
+    flags=("aligned",),
+))
+
+register(Variant(
+    name="transposed_b",
+    template="gemm/07_transposed_b.cu.j2",
+    adds="reads B as B^T (column-major B, e.g. w.T) with coalesced loads and a padded tile",
+    defaults={"tile": 32},
+    space={"tile": [8, 16, 32]},
+    constraints=[],
+    block=("tile", "tile"),
+    grid=("cdiv(N, tile)", "cdiv(M, tile)"),
+    smem_bytes="4 * tile * (2 * tile + 1)",
+    b_order="col",
+))
