@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# One call on the lent H100: install, the GPU test suite, then timings. Full logs go to
-# $OUT (or ./out); the short tables come last on stdout.
+# One call on the lent H100: install, the GPU test suite, optional sweeps, then the full
+# default benchmark. Full logs and results go to $OUT (or ./out); short tables come last.
+#   SWEEP="tiled vectorized"  sweep these variants' spaces at SIZE^3 (default 4096)
+#   SKIP_TESTS=1              skip the test suite;  BENCH_ARGS="..."  arguments to xgemm bench
 set -u
 OUT=${OUT:-out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
@@ -8,11 +10,14 @@ pip install -q --no-deps --no-build-isolation -e . > "$OUT/install.log" 2>&1 || 
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader | tee "$OUT/gpu.txt"
 python3 -c "import cupy; print('cupy', cupy.__version__, 'cuda', cupy.cuda.runtime.runtimeGetVersion())"
 if [ "${SKIP_TESTS:-0}" != 1 ]; then
-  python3 -m pytest -q -p no:cacheprovider -m gpu ${PYTEST_ARGS:-} > "$OUT/pytest.log" 2>&1
+  python3 -m pytest -q -p no:cacheprovider -m gpu -rs ${PYTEST_ARGS:-} > "$OUT/pytest.log" 2>&1
   grep -E "^(FAILED|ERROR)" "$OUT/pytest.log" | head -20
   tail -1 "$OUT/pytest.log"
 fi
 for v in ${SWEEP:-}; do
-  python3 -m xgemm.bench ${SIZE:-4096} "$v" > "$OUT/sweep_$v.txt" 2>&1; head -6 "$OUT/sweep_$v.txt"
+  python3 -m xgemm.bench "$v" ${SIZE:-4096} > "$OUT/sweep_$v.txt" 2>&1; head -4 "$OUT/sweep_$v.txt"
 done
-python3 -m xgemm.bench ${SIZE:-4096} 2>&1 | tee "$OUT/bench.txt"
+python3 -m xgemm bench --json "$OUT/results.json" --csv "$OUT/results.csv" ${BENCH_ARGS:-} \
+  > "$OUT/bench.txt" 2>&1
+echo "xgemm bench exit code $?"
+grep -E "^variant|4096x4096x4096" "$OUT/bench.txt"

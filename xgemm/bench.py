@@ -318,24 +318,27 @@ def best_per_shape(results: Sequence[Result]) -> set[int]:
     return set(best.values())
 
 
-COLUMNS = ("variant", "params", "shape", "ms", "TFLOP/s", "x cuBLAS", "x peak", "FLOP/B", "")
+COLUMNS = ("variant", "params", "shape", "ms", "TFLOP/s", "x cuBLAS", "x peak", "FLOP/B",
+           "compile s", "")
 
 
 def rows(results: Sequence[Result], machine: dict[str, Any] | None = None) -> list[tuple[str, ...]]:
-    """The table's rows as text: one per result, with the best variant per shape marked *."""
+    """The table's rows as text: one per result, with the best variant per shape marked *.
+    ``compile s`` is the first call's time (compile, module load and one run), apart."""
     peak = (machine or {}).get("fp32_peak_tflops")
     best = best_per_shape(results)
     out = []
     for i, r in enumerate(results):
         params = ",".join(f"{k}={v}" for k, v in r.params.items())
         flop_b = f"{intensity(r.m, r.n, r.k):.1f}"
+        compile_s = f"{r.compile_s:.2f}" if r.compile_s is not None else ""
         if r.ok:
             out.append((r.variant, params, r.shape, f"{r.ms:.3f}", f"{r.tflops:.2f}",
                         f"{r.vs_cublas:.2f}" if r.vs_cublas else "",
-                        f"{r.tflops / peak:.2f}" if peak else "", flop_b,
+                        f"{r.tflops / peak:.2f}" if peak else "", flop_b, compile_s,
                         "*" if i in best else ""))
         else:
-            out.append((r.variant, params, r.shape, "", "", "", "", flop_b,
+            out.append((r.variant, params, r.shape, "", "", "", "", flop_b, compile_s,
                         f"FAILED: {r.error}"))
     return out
 
@@ -378,3 +381,10 @@ def write_csv(path: str, results: Sequence[Result], machine: dict[str, Any]) -> 
             record["flop_per_byte"] = intensity(r.m, r.n, r.k)
             record["best"] = i in best
             writer.writerow(record)
+
+
+if __name__ == "__main__":  # python -m xgemm.bench VARIANT [SIZE]: sweep one variant's space
+    import sys
+
+    size = int(sys.argv[2]) if len(sys.argv) > 2 else 4096
+    print(table(sweep(sys.argv[1], (size, size, size))))

@@ -10,9 +10,11 @@ can vary and what must hold, and an error can quote the rule it broke.
 from __future__ import annotations
 
 import difflib
+import functools
 import itertools
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from types import CodeType
 
 from .render import render
 
@@ -32,8 +34,14 @@ def cdiv(a: int, b: int) -> int:
     return -(-a // b)
 
 
+@functools.cache
+def _code(expr: str) -> CodeType:
+    return compile(expr, f"<xgemm expression: {expr}>", "eval")
+
+
 def _eval(expr: str, names: Mapping[str, int]) -> int:
-    return eval(expr, {"__builtins__": {}, "cdiv": cdiv}, dict(names))  # noqa: S307 - our own declarations
+    """Evaluate one of a declaration's expressions (compiled once: matmul calls this)."""
+    return eval(_code(expr), {"__builtins__": {}, "cdiv": cdiv}, dict(names))  # noqa: S307
 
 
 Params = dict[str, int]
@@ -72,6 +80,7 @@ class Variant:
     #: Boolean specialisations picked per call from the operands (e.g. "aligned").
     flags: tuple[str, ...] = ()
     kernel_name: str = field(init=False)
+    _resolved: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "kernel_name", f"xgemm_{self.name}")
@@ -85,6 +94,11 @@ class Variant:
         {'tile': 32}
         """
         params = dict(params or {})
+        try:
+            key = tuple(sorted(params.items()))
+            return dict(self._resolved[key])  # matmul resolves on every call: check once
+        except (KeyError, TypeError):
+            pass
         unknown = sorted(set(params) - set(self.defaults))
         if unknown:
             hints = []
@@ -112,6 +126,7 @@ class Variant:
                 + f". The defaults ({', '.join(f'{k}={v}' for k, v in self.defaults.items())})"
                 " meet every rule."
             )
+        self._resolved[key] = dict(resolved)
         return resolved
 
     def broken_rules(self, params: Mapping[str, int]) -> list[str]:
