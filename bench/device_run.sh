@@ -2,6 +2,7 @@
 # One call on the lent H100: install, the GPU test suite, optional sweeps, then the full
 # default benchmark. Full logs and results go to $OUT (or ./out); short tables come last.
 #   SWEEP="tiled vectorized"  sweep these variants' spaces at SIZE^3 (default 4096)
+#   TUNE_SHAPES="MxNxK,..."   xgemm tune on these shapes, then auto against every default
 #   SKIP_TESTS=1              skip the test suite;  BENCH_ARGS="..."  arguments to xgemm bench
 set -u
 OUT=${OUT:-out}; mkdir -p "$OUT"
@@ -15,9 +16,22 @@ if [ "${SKIP_TESTS:-0}" != 1 ]; then
   tail -1 "$OUT/pytest.log"
 fi
 for v in ${SWEEP:-}; do
-  python3 -m xgemm.bench "$v" ${SIZE:-4096} > "$OUT/sweep_$v.txt" 2>&1; head -4 "$OUT/sweep_$v.txt"
+  python3 -m xgemm sweep "$v" --shape ${SIZE:-4096}x${SIZE:-4096}x${SIZE:-4096} > "$OUT/sweep_$v.txt" 2>&1
+  head -4 "$OUT/sweep_$v.txt"
 done
-python3 -m xgemm bench --json "$OUT/results.json" --csv "$OUT/results.csv" ${BENCH_ARGS:-} \
-  > "$OUT/bench.txt" 2>&1
-echo "xgemm bench exit code $?"
-grep -E "^variant|4096x4096x4096" "$OUT/bench.txt"
+if [ -n "${TUNE_SHAPES:-}" ]; then  # tune, then auto against every variant's defaults, one run
+  export XGEMM_TUNE_CACHE="$OUT/tuned.json"
+  python3 -m xgemm tune --clear --shapes "$TUNE_SHAPES" --csv "$OUT/tune.csv" > "$OUT/tune.txt" 2>&1
+  echo "xgemm tune exit code $?"; cat "$OUT/tune.txt"
+  python3 -m xgemm bench --variants "auto,$(python3 -c 'import xgemm; print(",".join(xgemm.variants()))')" \
+    --shapes "$TUNE_SHAPES" --json "$OUT/auto.json" > "$OUT/auto.txt" 2>&1
+  echo "auto bench exit code $?"; cat "$OUT/auto.txt"
+fi
+if [ "${SKIP_BENCH:-0}" != 1 ]; then
+  python3 -m xgemm bench --json "$OUT/results.json" --csv "$OUT/results.csv" ${BENCH_ARGS:-} \
+    > "$OUT/bench.txt" 2>&1
+  echo "xgemm bench exit code $?"
+  grep -E "^variant|4096x4096x4096" "$OUT/bench.txt"
+fi
+# at most 8 files come back: the short logs travel together
+(cd "$OUT" && tar czf logs.tgz --remove-files install.log ./*.txt 2>/dev/null)

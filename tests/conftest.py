@@ -29,6 +29,12 @@ def pytest_report_header(config):
     return f"xgemm: GPU tests run on {name}"
 
 
+@pytest.fixture(autouse=True)
+def private_tuning_file(tmp_path, monkeypatch):
+    """No test reads or writes the user's tuning file."""
+    monkeypatch.setenv("XGEMM_TUNE_CACHE", str(tmp_path / "tuned.json"))
+
+
 class Rng:
     """Fresh random inputs for every test; the seed is kept so a failure can be replayed."""
 

@@ -100,7 +100,7 @@ def test_cli_without_gpu_is_one_clear_line(monkeypatch, capsys):
     monkeypatch.setattr("xgemm.gpu.gpu_unavailable", lambda: "no CUDA device (test)")
     assert cli.main(["bench", "--sizes", "128"]) == 2
     err = capsys.readouterr().err
-    assert err.strip() == "xgemm bench: no CUDA device (test); the benchmark needs a CUDA GPU"
+    assert err.strip() == "xgemm bench: no CUDA device (test); it needs a CUDA GPU"
 
 
 def test_cli_rejects_bad_arguments(capsys):

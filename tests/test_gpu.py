@@ -62,7 +62,7 @@ def test_every_point_of_the_space(rng, name, params, shape):
     check(rng, name, *operands(rng, name, *shape), **params)
 
 
-@pytest.mark.parametrize("name", xgemm.variants())
+@pytest.mark.parametrize("name", [*xgemm.variants(), "auto"])
 def test_k_zero_gives_zeros(name):
     import cupy
 
@@ -72,7 +72,7 @@ def test_k_zero_gives_zeros(name):
     assert bool((c == 0).all())
 
 
-@pytest.mark.parametrize("name", xgemm.variants())
+@pytest.mark.parametrize("name", [*xgemm.variants(), "auto"])
 @pytest.mark.parametrize("m, n", [(0, 7), (5, 0), (0, 0)])
 def test_empty_output(rng, name, m, n):
     import cupy

@@ -79,7 +79,7 @@ def test_not_2d(shape):
 @pytest.mark.parametrize("typestr, name", [("<f8", "float64"), ("<f2", "float16"),
                                            ("<i4", "int32"), ("<c8", "complex64")])
 def test_unsupported_dtype(typestr, name):
-    with pytest.raises(TypeError, match=rf"b has dtype {name}; variant 'vectorized' multiplies "
+    with pytest.raises(TypeError, match=rf"b has dtype {name}; variant 'auto' multiplies "
                                         r"float32: convert with b.astype"):
         xgemm.matmul(f32(3, 3), FakeGpuArray((3, 3), typestr))
 

@@ -13,19 +13,26 @@ Example:
 """
 
 from . import variants as _ladder  # noqa: F401  (registers the ladder)
-from .api import DEFAULT_VARIANT, matmul, source
+from .api import AUTO, DEFAULT_VARIANT, Launch, matmul, prepare, source
 from .compile import CompileError, PtxasReport, compile_offline
 from .registry import Variant, get_variant, variants
+from .tuning import SweepResults, sweep, tune
 
 __all__ = [
+    "AUTO",
     "DEFAULT_VARIANT",
+    "Launch",
+    "SweepResults",
     "CompileError",
     "PtxasReport",
     "Variant",
     "compile_offline",
     "get_variant",
     "matmul",
+    "prepare",
     "source",
+    "sweep",
+    "tune",
     "variants",
 ]
 __version__ = "0.1.0"

@@ -14,8 +14,10 @@ from .registry import Variant, get_variant
 if TYPE_CHECKING:
     import cupy
 
-#: The variant ``matmul`` uses when none is named: the fastest rung of the ladder on an H100.
-DEFAULT_VARIANT = "vectorized"
+#: Picks the variant and parameters per call: tuned ones where ``xgemm.tune`` ran, else a heuristic.
+AUTO = "auto"
+#: The variant ``matmul`` uses when none is named.
+DEFAULT_VARIANT = AUTO
 
 _INT_MAX = 2**31 - 1  # the kernels take int sizes and leading dimensions
 
@@ -61,17 +63,17 @@ def _on_gpu(x: Any) -> bool:
     return hasattr(x, "__cuda_array_interface__")
 
 
-def _check_meta(a: _Meta, b: _Meta, variant: Variant) -> None:
+def _check_meta(a: _Meta, b: _Meta, variant: str, dtypes: tuple[str, ...]) -> None:
     for name, m in (("a", a), ("b", b)):
         if len(m.shape) != 2:
             raise ValueError(
                 f"{name} has shape {m.shape} ({len(m.shape)}-D); xgemm.matmul multiplies 2-D "
                 "matrices: reshape it, or use cupy.matmul for batched and 1-D operands"
             )
-        if m.dtype.name not in variant.dtypes:
+        if m.dtype.name not in dtypes:
             raise TypeError(
-                f"{name} has dtype {m.dtype.name}; variant {variant.name!r} multiplies "
-                f"{', '.join(variant.dtypes)}: convert with {name}.astype('float32'), "
+                f"{name} has dtype {m.dtype.name}; variant {variant!r} multiplies "
+                f"{', '.join(dtypes)}: convert with {name}.astype('float32'), "
                 "or use cupy.matmul"
             )
     if a.shape[1] != b.shape[0]:
@@ -133,6 +135,112 @@ def _device_limits(device: int) -> tuple[int, int]:
     return attrs["MaxThreadsPerBlock"], attrs["MaxSharedMemoryPerBlock"]
 
 
+@dataclass
+class Launch:
+    """One product, checked and laid out, ready to compile and run: what ``matmul`` does
+    after its checks. ``prepare`` makes one; calling it launches the kernel."""
+
+    variant: Variant
+    params: dict[str, int]
+    dtype: str
+    flags: dict[str, bool]
+    device: int
+    grid: tuple[int, ...]
+    block: tuple[int, ...]
+    args: tuple
+    result: Any  # the array returned
+    staging: Any = None  # where the kernel writes when ``out`` overlaps an input
+
+    def kernel(self):
+        """The compiled kernel (compiled now unless the in-process cache has it)."""
+        import cupy
+
+        with cupy.cuda.Device(self.device):
+            return get_kernel(self.variant.name, self.params, self.dtype, self.flags,
+                              self.device)
+
+    def __call__(self):
+        import cupy
+
+        if self.grid:  # an empty output launches (and compiles) nothing
+            kernel = self.kernel()
+            with cupy.cuda.Device(self.device):
+                kernel(self.grid, self.block, self.args)
+        if self.staging is not None:
+            self.result[...] = self.staging
+        return self.result
+
+
+def prepare(a: Any, b: Any, variant: str = DEFAULT_VARIANT, out: cupy.ndarray | None = None,
+            **params: int) -> Launch:
+    """Check the operands and parameters and lay the launch out, without running it.
+
+    ``matmul(a, b, ...)`` is ``prepare(a, b, ...)()``. Useful to time or inspect a call:
+
+    >>> import cupy as cp, xgemm  # doctest: +SKIP
+    >>> launch = xgemm.prepare(cp.ones((64, 32), "f"), cp.ones((32, 16), "f"))  # doctest: +SKIP
+    >>> launch.variant.name, launch.grid  # doctest: +SKIP
+    """
+    auto = variant == AUTO
+    if auto:
+        if params:
+            raise ValueError(
+                f"variant='auto' picks its own parameters, so {sorted(params)} cannot be given; "
+                "name a variant to set them (xgemm.variants() lists the names)"
+            )
+        v, p = None, {}
+    else:
+        v = get_variant(variant)
+        p = v.resolve(params)
+    dtypes = v.dtypes if v else ("float32",)
+    metas = (_meta(a, "a"), _meta(b, "b"))
+    if None not in metas:
+        _check_meta(*metas, variant, dtypes)  # before any conversion: needs no GPU
+
+    import cupy
+
+    a, b = _to_cupy(a), _to_cupy(b)
+    _check_meta(_Meta(a.shape, a.dtype), _Meta(b.shape, b.dtype), variant, dtypes)
+    device = a.device.id
+    if b.device.id != device:
+        raise ValueError(f"a is on GPU {device} and b on GPU {b.device.id}; move one of them")
+    (m, k), n = a.shape, b.shape[1]
+    if auto:
+        from .tuning import choose
+
+        name, p = choose(m, n, k, a.dtype.name, device)
+        v = get_variant(name)
+
+    if out is not None:
+        _check_out(out, (m, n), a.dtype, device)
+    if m == 0 or n == 0:
+        result = out if out is not None else cupy.empty((m, n), dtype=a.dtype)
+        return Launch(v, p, a.dtype.name, {}, device, (), (), (), result)
+
+    max_threads, max_smem = _device_limits(device)
+    threads, smem = v.threads_per_block(p), v.shared_memory(p)
+    if threads > max_threads or smem > max_smem:
+        raise ValueError(
+            f"variant {v.name!r} with {p} needs {threads} threads and {smem} bytes of shared "
+            f"memory per block; GPU {device} allows {max_threads} and {max_smem}"
+        )
+    grid, block = v.launch(p, m, n)
+
+    a, lda = _operand(a, "row")
+    b, ldb = _operand(b, v.b_order)
+    overlaps = out is not None and (cupy.may_share_memory(out, a) or cupy.may_share_memory(out, b))
+    c = cupy.empty((m, n), dtype=a.dtype) if out is None or overlaps else out
+    ldc = _leading_dim(c, "row")
+    aligned = (all(x.data.ptr % 16 == 0 for x in (a, b, c)) and k % 4 == 0 and n % 4 == 0
+               and lda % 4 == 0 and ldb % 4 == 0 and ldc % 4 == 0)
+    flags = {f: {"aligned": aligned}[f] for f in v.flags}
+    args = (a, b, c, np.int32(m), np.int32(n), np.int32(k),
+            np.int32(lda), np.int32(ldb), np.int32(ldc))
+    result = out if out is not None else c
+    return Launch(v, p, a.dtype.name, flags, device, grid, block, args, result,
+                  c if c is not result else None)
+
+
 def matmul(a: Any, b: Any, variant: str = DEFAULT_VARIANT, out: cupy.ndarray | None = None,
            **params: int) -> cupy.ndarray:
     """``a @ b`` for 2-D float32 GPU matrices, computed by one of xgemm's kernels.
@@ -141,7 +249,9 @@ def matmul(a: Any, b: Any, variant: str = DEFAULT_VARIANT, out: cupy.ndarray | N
         a: an (M, K) CuPy array, or any GPU array with ``__cuda_array_interface__`` or
             ``__dlpack__`` (a PyTorch CUDA tensor): read in place, no copy.
         b: a (K, N) GPU array, likewise.
-        variant: a name from :func:`xgemm.variants`.
+        variant: a name from :func:`xgemm.variants`, or "auto" (the default): the variant
+            and parameters that ``xgemm.tune`` found fastest for this GPU and a shape like
+            this one, or, for shapes never tuned, the heuristic of :func:`xgemm.tune.heuristic`.
         out: optional (M, N) float32 CuPy array on the same device, written in place.
         **params: the variant's tile parameters (``tile=16``, ``BM=64``...); those left
             out take the variant's defaults.
@@ -166,51 +276,7 @@ def matmul(a: Any, b: Any, variant: str = DEFAULT_VARIANT, out: cupy.ndarray | N
         >>> bool(cp.allclose(c, a @ b, rtol=1e-4, atol=1e-3))
         True
     """
-    v = get_variant(variant)
-    p = v.resolve(params)
-    metas = (_meta(a, "a"), _meta(b, "b"))
-    if None not in metas:
-        _check_meta(*metas, v)  # before any conversion: needs no GPU
-
-    import cupy
-
-    a, b = _to_cupy(a), _to_cupy(b)
-    _check_meta(_Meta(a.shape, a.dtype), _Meta(b.shape, b.dtype), v)
-    device = a.device.id
-    if b.device.id != device:
-        raise ValueError(f"a is on GPU {device} and b on GPU {b.device.id}; move one of them")
-    (m, k), n = a.shape, b.shape[1]
-
-    if out is not None:
-        _check_out(out, (m, n), a.dtype, device)
-    if m == 0 or n == 0:
-        return out if out is not None else cupy.empty((m, n), dtype=a.dtype)
-
-    max_threads, max_smem = _device_limits(device)
-    threads, smem = v.threads_per_block(p), v.shared_memory(p)
-    if threads > max_threads or smem > max_smem:
-        raise ValueError(
-            f"variant {v.name!r} with {p} needs {threads} threads and {smem} bytes of shared "
-            f"memory per block; GPU {device} allows {max_threads} and {max_smem}"
-        )
-    grid, block = v.launch(p, m, n)
-
-    a, lda = _operand(a, "row")
-    b, ldb = _operand(b, v.b_order)
-    overlaps = out is not None and (cupy.may_share_memory(out, a) or cupy.may_share_memory(out, b))
-    c = cupy.empty((m, n), dtype=a.dtype) if out is None or overlaps else out
-    ldc = _leading_dim(c, "row")
-
-    flags = {"aligned": all(x.data.ptr % 16 == 0 for x in (a, b, c))
-             and k % 4 == 0 and n % 4 == 0 and lda % 4 == 0 and ldb % 4 == 0 and ldc % 4 == 0}
-    with cupy.cuda.Device(device):
-        kernel = get_kernel(v.name, p, a.dtype.name, {f: flags[f] for f in v.flags}, device)
-        kernel(grid, block, (a, b, c, np.int32(m), np.int32(n), np.int32(k),
-                             np.int32(lda), np.int32(ldb), np.int32(ldc)))
-    if c is not out and out is not None:
-        out[...] = c
-        return out
-    return c
+    return prepare(a, b, variant, out, **params)()
 
 
 def _check_out(out: Any, shape: tuple[int, int], dtype: np.dtype, device: int) -> None:

@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from .api import matmul
+from .api import AUTO, Launch, prepare
 from .registry import get_variant
 
 #: Relative Frobenius error against cuBLAS above which a variant's result is called wrong.
@@ -52,6 +52,8 @@ class Result:
     vs_cublas: float | None = None
     ok: bool = False
     error: str | None = None
+    #: "ok", "invalid", "compile error", "wrong result" or "error"; see ``error`` for why.
+    status: str = ""
     ms_min: float | None = None
     ms_max: float | None = None
     runs: int = 0
@@ -238,39 +240,90 @@ def bench_cublas(problem: Problem, **timing: Any) -> Result:
     return result
 
 
-def bench_variant(problem: Problem, name: str, params: dict[str, int] | None = None,
-                  cublas_ms: float | None = None, **timing: Any) -> Result:
-    """Compile and check one variant against cuBLAS, then time it. Whatever goes wrong
-    (a broken constraint, a compile error, a wrong result) lands in ``error``."""
-    import cupy
-
+def plan(problem: Problem, name: str, params: dict[str, int] | None = None
+         ) -> tuple[Launch | None, Result]:
+    """Check ``name`` at ``params`` on the problem: a Launch ready to compile, or None with
+    the record's status "invalid" and the rule it broke. ``name`` may be "auto"."""
     p = problem
     result = Result(name, dict(params or {}), p.m, p.n, p.k)
     try:
-        v = get_variant(name)
-        result.params = v.resolve(params)
-        b = p.b_in(v.b_order)
+        if name == AUTO:
+            from .tuning import choose
+
+            picked, chosen = choose(p.m, p.n, p.k, "float32", p.a.device.id)
+            result.params = {"variant": picked, **chosen}
+        else:
+            picked, chosen = name, get_variant(name).resolve(params)
+            result.params = chosen
+        b = p.b_in(get_variant(picked).b_order)
+        return prepare(p.a, b, picked, out=p.c, **chosen), result
+    except ValueError as exc:  # a broken constraint, or beyond this GPU's limits
+        result.status, result.error = "invalid", str(exc)
+        return None, result
+
+
+def compile_launch(launch: Launch, result: Result) -> bool:
+    """Compile (or fetch from the cache) the kernel; on failure the record says why."""
+    t0 = time.perf_counter()
+    try:
+        kernel = launch.kernel()
+    except Exception as exc:  # NVRTC's error carries the log: keep its first lines
+        lines = [line for line in str(exc).splitlines() if line.strip()]
+        result.status, result.error = "compile error", " | ".join(lines[:3])
+        return False
+    result.compile_s = time.perf_counter() - t0
+    registers = kernel.attributes.get("num_regs", 0) * math.prod(launch.block)
+    if registers > _max_registers(launch.device):
+        result.status = "invalid"
+        result.error = (f"{registers} registers per block, over the "
+                        f"{_max_registers(launch.device)} of this GPU")
+        return False
+    return True
+
+
+@functools.cache
+def _max_registers(device: int) -> int:
+    import cupy
+
+    return cupy.cuda.Device(device).attributes["MaxRegistersPerBlock"]
+
+
+def measure(problem: Problem, launch: Launch, result: Result, cublas_ms: float | None = None,
+            **timing: Any) -> Result:
+    """Run once on a NaN-poisoned output and check against cuBLAS, then time."""
+    import cupy
+
+    p = problem
+    try:
         p.c.fill(cupy.nan)
-        t0 = time.perf_counter()
-        matmul(p.a, b, variant=name, out=p.c, **result.params)
-        cupy.cuda.get_current_stream().synchronize()
-        result.compile_s = time.perf_counter() - t0  # first call: compile + module load + run
+        launch()
         result.error_vs_cublas = _relative(p.c, p.expected)
         if not result.error_vs_cublas < CHECK_TOLERANCE:
-            result.error = f"wrong result: error {result.error_vs_cublas:.3g} against cuBLAS"
+            result.status = "wrong result"
+            result.error = f"error {result.error_vs_cublas:.3g} against cuBLAS"
             return result
-        times = time_launches(lambda: matmul(p.a, b, variant=name, out=p.c, **result.params),
-                              flush_l2=p.flush_l2, **timing)
-    except Exception as exc:  # one broken variant must not end the run
+        times = time_launches(launch, flush_l2=p.flush_l2, **timing)
+    except Exception as exc:  # a launch failure must not end a run
         message = str(exc).strip().splitlines()
+        result.status = "error"
         result.error = f"{type(exc).__name__}: {message[0] if message else ''}"
         return result
     _fill(result, times, cublas_ms)
     return result
 
 
+def bench_variant(problem: Problem, name: str, params: dict[str, int] | None = None,
+                  cublas_ms: float | None = None, **timing: Any) -> Result:
+    """Check, compile, verify against cuBLAS, then time one variant ("auto" too). Whatever
+    goes wrong lands in the record's ``status`` and ``error``, never in an exception."""
+    launch, result = plan(problem, name, params)
+    if launch is None or not compile_launch(launch, result):
+        return result
+    return measure(problem, launch, result, cublas_ms, **timing)
+
+
 def _fill(result: Result, times: Sequence[float], cublas_ms: float | None) -> None:
-    result.ok = True
+    result.ok, result.status = True, "ok"
     result.runs = len(times)
     result.ms = statistics.median(times)
     result.ms_min, result.ms_max = min(times), max(times)
@@ -295,15 +348,6 @@ def iterate(variants: Sequence[str], shapes: Sequence[tuple[int, int, int]],
         for name in variants:
             yield bench_variant(problem, name, (params or {}).get(name), cublas.ms, **timing)
         del problem
-
-
-def sweep(name: str, shape: tuple[int, int, int], **timing: Any) -> list[Result]:
-    """Every point of ``name``'s sweep space on one shape, fastest first, failures last."""
-    problem = Problem(*shape)
-    cublas = bench_cublas(problem, **timing)
-    results = [bench_variant(problem, name, point, cublas.ms, **timing)
-               for point in get_variant(name).points()]
-    return sorted(results, key=lambda r: (not r.ok, r.ms or math.inf))
 
 
 # -- reporting -------------------------------------------------------------------------
@@ -339,7 +383,7 @@ def rows(results: Sequence[Result], machine: dict[str, Any] | None = None) -> li
                         "*" if i in best else ""))
         else:
             out.append((r.variant, params, r.shape, "", "", "", "", flop_b, compile_s,
-                        f"FAILED: {r.error}"))
+                        f"{(r.status or 'failed').upper()}: {r.error}"))
     return out
 
 
@@ -382,9 +426,3 @@ def write_csv(path: str, results: Sequence[Result], machine: dict[str, Any]) -> 
             record["best"] = i in best
             writer.writerow(record)
 
-
-if __name__ == "__main__":  # python -m xgemm.bench VARIANT [SIZE]: sweep one variant's space
-    import sys
-
-    size = int(sys.argv[2]) if len(sys.argv) > 2 else 4096
-    print(table(sweep(sys.argv[1], (size, size, size))))

@@ -1,4 +1,4 @@
-"""The ``xgemm`` command: ``xgemm bench`` and ``xgemm plot``."""
+"""The ``xgemm`` command: ``xgemm bench``, ``xgemm plot``, ``xgemm sweep``, ``xgemm tune``."""
 
 from __future__ import annotations
 
@@ -29,7 +29,8 @@ def _parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     bench = sub.add_parser("bench", help="time every variant against cuBLAS, in one run")
-    bench.add_argument("--variants", type=_list, help="comma-separated names (default: all)")
+    bench.add_argument("--variants", type=_list,
+                       help="comma-separated names, 'auto' among them (default: all)")
     bench.add_argument("--sizes", type=lambda t: [int(x) for x in _list(t)],
                        help="square sizes, comma-separated (default: 128..8192, powers of 2)")
     bench.add_argument("--shapes", type=lambda t: [_shape(x) for x in _list(t)], default=[],
@@ -39,10 +40,100 @@ def _parser() -> argparse.ArgumentParser:
     bench.add_argument("--warmup", type=int, default=3, help="untimed launches first")
     _outputs(bench)
 
+    sweep = sub.add_parser("sweep", help="time every point of one variant's space")
+    sweep.add_argument("variant")
+    sweep.add_argument("--shape", type=_shape, required=True, help="MxNxK")
+    sweep.add_argument("--space", type=_space, default={},
+                       help="values to walk instead of the declared ones, e.g. 'BM=64,128;TM=4,8'")
+    _strategy(sweep)
+    sweep.add_argument("--csv", help="write every point as CSV")
+
+    tune = sub.add_parser("tune", help="find and remember the fastest variant per shape")
+    tune.add_argument("--shapes", type=lambda t: [_shape(x) for x in _list(t)], default=[],
+                      help="MxNxK shapes, comma-separated")
+    tune.add_argument("--variants", type=_list, help="comma-separated names (default: all)")
+    tune.add_argument("--clear", action="store_true", help="empty the tuning file first")
+    tune.add_argument("--csv", help="write every point of every shape as CSV")
+    _strategy(tune)
+
     plot = sub.add_parser("plot", help="draw the figures from a saved --json")
     plot.add_argument("json", help="a file written by xgemm bench --json")
     _outputs(plot, with_json=False)
     return parser
+
+
+def _space(text: str) -> dict[str, list[int]]:
+    space = {}
+    for part in text.split(";"):
+        if not part.strip():
+            continue
+        name, _, values = part.partition("=")
+        try:
+            space[name.strip()] = [int(v) for v in values.split(",")]
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"{part!r} is not NAME=V1,V2,... (e.g. 'BM=64,128;TM=4,8')") from None
+    return space
+
+
+def _strategy(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--strategy", choices=["exhaustive", "random"], default="exhaustive")
+    parser.add_argument("--max-points", type=int, help="time at most this many points")
+    parser.add_argument("--seconds", type=float, help="stop timing new points after this long")
+
+
+def _need_gpu(command: str) -> bool:
+    from .gpu import gpu_unavailable
+
+    reason = gpu_unavailable()
+    if reason:
+        print(f"xgemm {command}: {reason}; it needs a CUDA GPU", file=sys.stderr)
+    return reason is None
+
+
+def _sweep(args: argparse.Namespace) -> int:
+    os.environ["CUPY_TF32"] = "0"
+    from .tuning import expand, sweep
+
+    expand(args.variant, args.space)  # unknown names fail here, before any work
+    if not _need_gpu("sweep"):
+        return 2
+    results = sweep(args.variant, *args.shape, space=args.space, strategy=args.strategy,
+                    max_points=args.max_points, seconds=args.seconds)
+    if args.csv:
+        results.to_csv(args.csv)
+    print(results.table())
+    return 0 if results.best is not None else 1
+
+
+def _tune(args: argparse.Namespace) -> int:
+    os.environ["CUPY_TF32"] = "0"
+    from .registry import get_variant
+    from .tuning import SweepResults, cache_path, tune, tune_cache
+
+    for name in args.variants or []:
+        get_variant(name)
+    if args.clear:
+        tune_cache().clear()
+        print(f"cleared {cache_path()}")
+    if not args.shapes:
+        return 0
+    if not _need_gpu("tune"):
+        return 2
+    everything = SweepResults()
+    summary = []
+    for m, n, k in args.shapes:
+        results = tune(m, n, k, variants=args.variants, strategy=args.strategy,
+                       max_points=args.max_points, seconds=args.seconds)
+        everything.extend(results)
+        summary.append(results.best)
+    if args.csv:
+        everything.to_csv(args.csv)
+    from .bench import table
+
+    print(f"best per shape, remembered in {cache_path()}:")
+    print(table([r for r in summary if r is not None]))
+    return 0 if all(r is not None for r in summary) else 1
 
 
 def _outputs(parser: argparse.ArgumentParser, with_json: bool = True) -> None:
@@ -70,15 +161,11 @@ def _bench(args: argparse.Namespace) -> int:
 
     names = args.variants or variants()
     for name in names:
-        get_variant(name)  # an unknown name fails here, with suggestions, before any work
+        if name != "auto":
+            get_variant(name)  # an unknown name fails here, with suggestions, before any work
     shapes = [(s, s, s) for s in (args.sizes or ([] if args.shapes else DEFAULT_SIZES))]
     shapes += args.shapes
-
-    from .gpu import gpu_unavailable
-
-    reason = gpu_unavailable()
-    if reason:
-        print(f"xgemm bench: {reason}; the benchmark needs a CUDA GPU", file=sys.stderr)
+    if not _need_gpu("bench"):
         return 2
 
     from . import bench
@@ -139,7 +226,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     """
     args = _parser().parse_args(argv)
     try:
-        return {"bench": _bench, "plot": _plot}[args.command](args)
+        commands = {"bench": _bench, "plot": _plot, "sweep": _sweep, "tune": _tune}
+        return commands[args.command](args)
     except (ValueError, RuntimeError, OSError) as exc:
         print(f"xgemm {args.command}: {exc}", file=sys.stderr)
         return 2

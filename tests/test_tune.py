@@ -1,0 +1,180 @@
+"""Sweeps and tuning: space expansion, the tuning file, shape buckets (no GPU); a small
+sweep and a tune that `auto` then follows (GPU)."""
+
+import json
+import warnings
+
+import pytest
+
+import xgemm
+from xgemm import cli, tuning
+from xgemm.bench import CHECK_TOLERANCE
+
+
+def test_expand_walks_the_product():
+    points = tuning.expand("coarse2d")
+    assert len(points) == 2**5
+    assert {"BM": 128, "BN": 128, "BK": 16, "TM": 8, "TN": 8} in points
+    assert len({tuple(p.values()) for p in points}) == len(points)
+
+
+def test_expand_with_a_space_of_ones_own():
+    points = tuning.expand("coarse2d", {"BM": [64], "TM": [3, 4]})
+    assert len(points) == 2 * 2 * 2 * 2 and {p["BM"] for p in points} == {64}
+    assert {p["TM"] for p in points} == {3, 4}
+    with pytest.raises(ValueError, match="no parameter bm"):
+        tuning.expand("coarse2d", {"bm": [64]})
+
+
+def test_constraints_filter_the_product():
+    v = xgemm.get_variant("coarse1d")
+    product = tuning.expand("coarse1d")
+    valid = [p for p in product if not v.broken_rules(p)]
+    assert valid == list(v.points())
+    assert 0 < len(valid) < len(product)
+
+
+@pytest.mark.parametrize("shape, bucket", [
+    ((4096, 4096, 4096), "4096x4096x4096"), ((4095, 4096, 4097), "4096x4096x8192"),
+    ((1, 1, 1), "1x1x1"), ((0, 3, 5), "0x4x8"), ((64, 4096, 64), "64x4096x64"),
+])
+def test_shape_bucket(shape, bucket):
+    assert tuning.shape_bucket(*shape) == bucket
+
+
+@pytest.mark.parametrize("shape", [(1, 1, 1), (64, 4096, 64), (4097, 31, 1025), (8192,) * 3])
+def test_heuristic_names_a_valid_point(shape):
+    name, params = tuning.heuristic(*shape)
+    assert xgemm.get_variant(name).resolve(params) == params
+
+
+def test_cache_path_follows_the_environment(tmp_path, monkeypatch):
+    monkeypatch.setenv(tuning.CACHE_ENV, str(tmp_path / "x.json"))
+    assert tuning.cache_path() == tmp_path / "x.json"
+    monkeypatch.delenv(tuning.CACHE_ENV)
+    assert tuning.cache_path().name == "tuned.json" and "xgemm" in str(tuning.cache_path())
+
+
+def test_round_trip(tmp_path):
+    path = tmp_path / "t.json"
+    cache = tuning.TuneCache(path)
+    cache.store("GPU X", "float32", 4096, 4096, 4096, "coarse2d", {"BM": 64, "BN": 64, "BK": 8,
+                                                                    "TM": 4, "TN": 4}, 1.5)
+    again = tuning.TuneCache(path)
+    assert again.lookup("GPU X", "float32", 4000, 4096, 3000) == (
+        "coarse2d", {"BM": 64, "BN": 64, "BK": 8, "TM": 4, "TN": 4})
+    assert again.lookup("GPU Y", "float32", 4096, 4096, 4096) is None
+    assert again.lookup("GPU X", "float32", 8192, 4096, 4096) is None
+    data = json.loads(path.read_text())
+    assert data["version"] == tuning.CACHE_VERSION
+    assert data["entries"]["GPU X|float32|4096x4096x4096"]["ms"] == 1.5
+    again.clear()
+    assert not path.exists() and tuning.TuneCache(path).entries == {}
+
+
+@pytest.mark.parametrize("text", ["{not json", "[]", '{"version": 99, "entries": {}}',
+                                  '{"version": 1, "entries": []}'])
+def test_corrupt_file_is_ignored_with_a_warning(tmp_path, text):
+    path = tmp_path / "t.json"
+    path.write_text(text)
+    with pytest.warns(UserWarning, match="ignoring the xgemm tuning file"):
+        cache = tuning.TuneCache(path)
+    assert cache.lookup("GPU", "float32", 1, 1, 1) is None
+
+
+@pytest.mark.parametrize("entry", [
+    {"variant": "gone", "params": {}},                       # renamed or removed variant
+    {"variant": "tiled", "params": {"tile": 64}},            # now breaks a constraint
+    {"variant": "tiled", "params": {"TILE": 16}},            # renamed parameter
+    {"variant": "tiled"},                                    # malformed
+])
+def test_stale_entry_is_ignored_with_a_warning(tmp_path, entry):
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"version": 1, "entries": {"GPU|float32|64x64x64": entry}}))
+    cache = tuning.TuneCache(path)
+    with pytest.warns(UserWarning, match="ignoring the stale tuning entry"):
+        assert cache.lookup("GPU", "float32", 64, 64, 64) is None
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # warned once, then forgotten
+        assert cache.lookup("GPU", "float32", 64, 64, 64) is None
+
+
+def test_choose_prefers_the_tuned_entry(monkeypatch):
+    monkeypatch.setattr(tuning, "gpu_name", lambda device: "GPU X")
+    assert tuning.choose(64, 64, 64, "float32", 0) == tuning.heuristic(64, 64, 64)
+    tuning.tune_cache().store("GPU X", "float32", 64, 64, 64, "tiled", {"tile": 8}, 0.1)
+    assert tuning.choose(60, 33, 64, "float32", 0) == ("tiled", {"tile": 8})
+
+
+def test_auto_takes_no_parameters():
+    with pytest.raises(ValueError, match="variant='auto' picks its own parameters"):
+        xgemm.matmul(None, None, tile=16)
+
+
+def test_cli_clear_and_no_gpu(tmp_path, monkeypatch, capsys):
+    tuning.tune_cache().store("GPU", "float32", 1, 1, 1, "tiled", {"tile": 8}, 0.1)
+    assert tuning.cache_path().exists()
+    assert cli.main(["tune", "--clear"]) == 0
+    assert not tuning.cache_path().exists()
+    monkeypatch.setattr("xgemm.gpu.gpu_unavailable", lambda: "no CUDA device (test)")
+    assert cli.main(["sweep", "tiled", "--shape", "64x64x64"]) == 2
+    assert cli.main(["tune", "--shapes", "64x64x64"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["xgemm sweep: no CUDA device (test); it needs a CUDA GPU",
+                   "xgemm tune: no CUDA device (test); it needs a CUDA GPU"]
+
+
+def test_cli_space_and_names(capsys):
+    assert cli.main(["sweep", "tiled", "--shape", "64x64x64", "--space", "tile=8;TILE=4"]) == 2
+    assert "no parameter TILE" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        cli.main(["sweep", "tiled", "--shape", "64x64x64", "--space", "tile=a"])
+    assert "NAME=V1,V2" in capsys.readouterr().err
+
+
+@pytest.mark.gpu
+def test_small_sweep_reports_every_point():
+    space = {"BM": [64], "BN": [64], "BK": [8], "TM": [3, 4, 8], "TN": [4, 8]}
+    results = xgemm.sweep("coarse2d", 200, 136, 72, space=space)
+    assert len(results) == 6
+    ok = [r for r in results if r.ok]
+    invalid = [r for r in results if r.status == "invalid"]
+    assert len(ok) == 4 and len(invalid) == 2
+    assert all("BM % TM == 0" in r.error and r.params["TM"] == 3 for r in invalid)
+    for r in ok:
+        assert r.error_vs_cublas < CHECK_TOLERANCE and r.ms > 0 and r.vs_cublas > 0
+        assert r.compile_s is not None
+    assert results.best is ok[0] and ok == sorted(ok, key=lambda r: r.ms)
+    assert results[-1].status == "invalid"  # failures last
+
+
+@pytest.mark.gpu
+def test_random_sweep_respects_its_budget(tmp_path):
+    results = xgemm.sweep("vectorized", 128, 128, 128, strategy="random", max_points=3, seed=1)
+    assert sum(r.ok for r in results) == 3
+    results.to_csv(str(tmp_path / "s.csv"))
+    assert len((tmp_path / "s.csv").read_text().splitlines()) == len(results) + 1
+
+
+@pytest.mark.gpu
+def test_tune_then_auto_follows_it(monkeypatch):
+    from conftest import relative_error
+
+    import xgemm.api
+
+    results = xgemm.tune(96, 80, 48, variants=["tiled", "coalesced"])
+    best = results.best
+    assert best.variant in ("tiled", "coalesced") and best.ok
+    assert all(r.ms >= best.ms for r in results if r.ok)
+    seen = []
+    real = xgemm.api.get_kernel
+    monkeypatch.setattr(xgemm.api, "get_kernel",
+                        lambda name, params, *rest: seen.append((name, params))
+                        or real(name, params, *rest))
+    import cupy
+
+    a = cupy.random.standard_normal((90, 40), dtype=cupy.float32)
+    b = cupy.random.standard_normal((40, 70), dtype=cupy.float32)
+    c = xgemm.matmul(a, b)  # same bucket (128x128x64) as the tuned shape
+    assert seen == [(best.variant, best.params)]
+    assert relative_error(c, a, b) < 1e-5

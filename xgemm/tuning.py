@@ -1,0 +1,316 @@
+"""Parameter sweeps and autotuning, remembered per GPU: what ``variant="auto"`` uses.
+
+A sweep walks a variant's declared space (or one you pass): points that break a declared
+constraint or this GPU's limits are reported as invalid without compiling, the rest are
+compiled in parallel threads, checked against cuBLAS and timed. ``tune`` sweeps several
+variants on one shape and keeps the fastest (variant, parameters) in a JSON file in the
+user's cache directory, keyed by GPU name, dtype and shape bucket; ``matmul`` with
+``variant="auto"`` (the default) looks it up, and without an entry uses ``heuristic``.
+
+Example:
+    >>> import xgemm
+    >>> res = xgemm.sweep("coarse2d", m=2048, n=2048, k=2048,
+    ...                   space={"BM": [64, 128], "TM": [4, 8]})  # doctest: +SKIP
+    >>> res.best.params  # doctest: +SKIP
+    >>> best = xgemm.tune(m=4096, n=4096, k=4096)  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import json
+import os
+import random
+import threading
+import time
+import warnings
+from collections.abc import Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from . import registry
+from .registry import get_variant
+
+#: Environment variable naming the tuning file, instead of the user's cache directory.
+CACHE_ENV = "XGEMM_TUNE_CACHE"
+CACHE_VERSION = 1
+
+
+def cache_path() -> Path:
+    """The tuning file: ``$XGEMM_TUNE_CACHE``, or ``tuned.json`` in the user cache directory."""
+    override = os.environ.get(CACHE_ENV)
+    if override:
+        return Path(override)
+    import platformdirs
+
+    return Path(platformdirs.user_cache_dir("xgemm")) / "tuned.json"
+
+
+def _pow2(x: int) -> int:
+    return 1 << (x - 1).bit_length() if x > 1 else x
+
+
+def shape_bucket(m: int, n: int, k: int) -> str:
+    """Shapes that share tuned parameters: each dimension rounded up to a power of two.
+
+    >>> shape_bucket(4096, 4096, 4096), shape_bucket(4097, 31, 1025)
+    ('4096x4096x4096', '8192x32x2048')
+    """
+    return "x".join(str(_pow2(d)) for d in (m, n, k))
+
+
+def heuristic(m: int, n: int, k: int) -> tuple[str, dict[str, int]]:
+    """The variant ``auto`` uses for a shape nobody tuned: from the H100 measurements in
+    bench/, the vectorized rung once the output has a million elements or more (where it
+    is fastest), coarse1d for mid-sized outputs, tiled for small ones. All variants are
+    correct for every shape, so this only ever costs speed.
+
+    >>> heuristic(4096, 4096, 4096)[0], heuristic(1024, 512, 64)[0], heuristic(64, 64, 64)[0]
+    ('vectorized', 'coarse1d', 'tiled')
+    """
+    outputs = m * n
+    name = "vectorized" if outputs >= 1 << 20 else "coarse1d" if outputs >= 1 << 18 else "tiled"
+    return name, dict(get_variant(name).defaults)
+
+
+class TuneCache:
+    """The tuning file: ``{"version": 1, "entries": {"GPU|dtype|bucket": {...}}}``.
+
+    A file that cannot be read, or an entry that no longer fits the registry (a variant
+    renamed, a constraint tightened), is ignored with a warning: never a crash, never a
+    wrong kernel.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.entries: dict[str, dict[str, Any]] = {}
+        self._lock = threading.Lock()
+        self._load()
+
+    @staticmethod
+    def key(gpu: str, dtype: str, m: int, n: int, k: int) -> str:
+        return f"{gpu}|{dtype}|{shape_bucket(m, n, k)}"
+
+    def _load(self) -> None:
+        if not self.path.exists():
+            return
+        try:
+            data = json.loads(self.path.read_text())
+            if data.get("version") != CACHE_VERSION or not isinstance(data.get("entries"), dict):
+                raise ValueError(f"version {data.get('version')!r}, expected {CACHE_VERSION}")
+            self.entries = data["entries"]
+        except (OSError, ValueError, AttributeError) as exc:
+            warnings.warn(f"ignoring the xgemm tuning file {self.path}: {exc}", stacklevel=3)
+
+    def lookup(self, gpu: str, dtype: str, m: int, n: int, k: int
+               ) -> tuple[str, dict[str, int]] | None:
+        key = self.key(gpu, dtype, m, n, k)
+        entry = self.entries.get(key)
+        if entry is None:
+            return None
+        try:
+            variant = get_variant(entry["variant"])
+            params = variant.resolve(entry["params"])
+            if dtype not in variant.dtypes:
+                raise ValueError(f"it does not support {dtype}")
+        except (KeyError, TypeError, ValueError) as exc:
+            warnings.warn(f"ignoring the stale tuning entry {key!r} in {self.path}: {exc}",
+                          stacklevel=3)
+            del self.entries[key]
+            return None
+        return variant.name, params
+
+    def store(self, gpu: str, dtype: str, m: int, n: int, k: int, variant: str,
+              params: Mapping[str, int], ms: float) -> None:
+        with self._lock:
+            self.entries[self.key(gpu, dtype, m, n, k)] = {
+                "variant": variant, "params": dict(params), "ms": ms, "shape": [m, n, k],
+                "tuned_at": time.strftime("%Y-%m-%dT%H:%M:%S"),
+            }
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = self.path.with_suffix(".tmp")
+            tmp.write_text(json.dumps({"version": CACHE_VERSION, "entries": self.entries},
+                                      indent=1))
+            tmp.replace(self.path)
+
+    def clear(self) -> None:
+        with self._lock:
+            self.entries = {}
+            self.path.unlink(missing_ok=True)
+
+
+_caches: dict[Path, TuneCache] = {}
+
+
+def tune_cache() -> TuneCache:
+    """The tuning file in use (read once per path and process)."""
+    path = cache_path()
+    if path not in _caches:
+        _caches[path] = TuneCache(path)
+    return _caches[path]
+
+
+@functools.cache
+def gpu_name(device: int) -> str:
+    import cupy
+
+    return cupy.cuda.runtime.getDeviceProperties(device)["name"].decode()
+
+
+def choose(m: int, n: int, k: int, dtype: str, device: int) -> tuple[str, dict[str, int]]:
+    """The (variant, parameters) ``auto`` runs: tuned for this GPU and bucket, else the
+    heuristic."""
+    found = tune_cache().lookup(gpu_name(device), dtype, m, n, k)
+    return found if found is not None else heuristic(m, n, k)
+
+
+# -- sweeps ----------------------------------------------------------------------------
+class SweepResults(list):
+    """A list of :class:`xgemm.bench.Result`, fastest first, failures last."""
+
+    @property
+    def best(self):
+        """The fastest correct point, or None."""
+        return next((r for r in self if r.ok), None)
+
+    def sorted(self) -> SweepResults:
+        return SweepResults(sorted(self, key=lambda r: (not r.ok, r.ms or 0.0)))
+
+    def to_csv(self, path: str) -> None:
+        from .bench import write_csv
+
+        write_csv(path, self, {})
+
+    def to_pandas(self):
+        """The records as a pandas DataFrame (pandas must be installed)."""
+        try:
+            import pandas
+        except ImportError as exc:
+            raise RuntimeError("to_pandas() needs pandas: pip install pandas") from exc
+        return pandas.DataFrame([r.to_json() for r in self])
+
+    def table(self) -> str:
+        from .bench import table
+
+        return table(self)
+
+
+def expand(name: str, space: Mapping[str, Sequence[int]] | None = None) -> list[dict[str, int]]:
+    """Every point of the Cartesian product of ``name``'s space, each parameter's values
+    replaced by ``space[param]`` where given. Constraints are not applied here.
+
+    >>> len(expand("tiled")), expand("tiled", {"tile": [4]})
+    (3, [{'tile': 4}])
+    """
+    variant = get_variant(name)
+    space = dict(space or {})
+    unknown = sorted(set(space) - set(variant.defaults))
+    if unknown:
+        raise ValueError(f"variant {name!r} has no parameter {', '.join(unknown)}; "
+                         f"its parameters are {', '.join(variant.defaults)}")
+    full = {p: list(space.get(p, variant.space[p])) for p in variant.defaults}
+    return [dict(zip(full, values, strict=True)) for values in itertools.product(*full.values())]
+
+
+def _progress(total: int, enabled: bool | None, label: str):
+    import sys
+
+    if enabled is False or (enabled is None and not sys.stderr.isatty()):
+        return None
+    try:
+        from tqdm import tqdm
+    except ImportError:
+        return None
+    return tqdm(total=total, desc=label, file=sys.stderr, unit="point", leave=False)
+
+
+def sweep(variant: str, m: int, n: int, k: int, *, space: Mapping[str, Sequence[int]] | None = None,
+          strategy: str = "exhaustive", max_points: int | None = None,
+          seconds: float | None = None, seed: int | None = None, problem: Any = None,
+          progress: bool | None = None, compile_threads: int | None = None,
+          warmup: int = 2, repeat: int = 10) -> SweepResults:
+    """Time every point of ``variant``'s space on an (m, k) @ (k, n) problem.
+
+    Every point gets a record: "ok" (time, TFLOP/s, fraction of cuBLAS), "invalid" (the
+    rule it broke, found before compiling), "compile error" (the log's first lines),
+    "wrong result" (its error against cuBLAS) or "error". One bad point never ends it.
+
+    Args:
+        space: values to walk per parameter, replacing the declared ones.
+        strategy: "exhaustive" (every point) or "random" (points in random order, until
+            ``max_points`` are timed or ``seconds`` have passed).
+        max_points, seconds: budgets (either strategy).
+        compile_threads: threads compiling at once (default: the CPU count).
+
+    Example:
+        >>> res = sweep("tiled", 1024, 1024, 1024)  # doctest: +SKIP
+        >>> res.best.params, res.best.vs_cublas  # doctest: +SKIP
+    """
+    from . import bench
+
+    if strategy not in ("exhaustive", "random"):
+        raise ValueError(f"strategy must be 'exhaustive' or 'random', got {strategy!r}")
+    points = expand(variant, space)
+    if strategy == "random":
+        random.Random(seed).shuffle(points)
+    if problem is None:
+        problem = bench.Problem(m, n, k)
+    cublas = bench.bench_cublas(problem, warmup=warmup, repeat=repeat)
+
+    results = SweepResults()
+    launches = []
+    for point in points:
+        launch, result = bench.plan(problem, variant, point)
+        if launch is None:
+            results.append(result)
+        elif max_points is None or len(launches) < max_points:
+            launches.append((launch, result))
+
+    # NVRTC runs in parallel threads; each point's compile time is its own.
+    with ThreadPoolExecutor(max_workers=compile_threads or os.cpu_count() or 2) as pool:
+        compiled = list(pool.map(lambda lr: bench.compile_launch(*lr), launches))
+
+    deadline = time.perf_counter() + seconds if seconds else None
+    bar = _progress(len(launches), progress, variant)
+    best_ms = None
+    for (launch, result), ok in zip(launches, compiled, strict=True):
+        if deadline is not None and time.perf_counter() > deadline:
+            break
+        if ok:
+            bench.measure(problem, launch, result, cublas.ms, warmup=warmup, repeat=repeat)
+            if result.ok and (best_ms is None or result.ms < best_ms):
+                best_ms = result.ms
+        results.append(result)
+        if bar is not None:
+            bar.set_postfix_str(f"best {best_ms:.3f} ms" if best_ms else "")
+            bar.update()
+    if bar is not None:
+        bar.close()
+    return results.sorted()
+
+
+def tune(m: int, n: int, k: int, dtype: str = "float32", variants: Iterable[str] | None = None,
+         *, save: bool = True, progress: bool | None = None, **sweep_options: Any
+         ) -> SweepResults:
+    """Sweep several variants (default: every one for ``dtype``) on one shape, remember the
+    fastest for this GPU, dtype and shape bucket, and return every point, fastest first.
+
+    Example:
+        >>> res = tune(4096, 4096, 4096)  # doctest: +SKIP
+        >>> res.best.variant, res.best.params  # doctest: +SKIP
+    """
+    from . import bench
+
+    names = list(variants or [v for v in registry.variants() if dtype in get_variant(v).dtypes])
+    problem = bench.Problem(m, n, k)
+    results = SweepResults()
+    for name in names:
+        results.extend(sweep(name, m, n, k, problem=problem, progress=progress, **sweep_options))
+    results = results.sorted()
+    best = results.best
+    if best is not None and save:
+        tune_cache().store(gpu_name(problem.a.device.id), dtype, m, n, k, best.variant,
+                           best.params, best.ms)
+    return results
