@@ -4,6 +4,8 @@
 #   SWEEP="tiled vectorized"  sweep these variants' spaces at SIZE^3 (default 4096)
 #   TUNE_SHAPES="MxNxK,..."   xgemm tune on these shapes, then auto against every default
 #   SKIP_TESTS=1              skip the test suite;  BENCH_ARGS="..."  arguments to xgemm bench
+#   CASES="64x512x512x64,4096x4096x4096:NT"  bench these cases (batched, transposed) in
+#                             each of DTYPES (default: float32 float16 bfloat16 float64)
 set -u
 OUT=${OUT:-out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
@@ -27,6 +29,11 @@ if [ -n "${TUNE_SHAPES:-}" ]; then  # tune, then auto against every variant's de
     --shapes "$TUNE_SHAPES" --json "$OUT/auto.json" > "$OUT/auto.txt" 2>&1
   echo "auto bench exit code $?"; cat "$OUT/auto.txt"
 fi
+for dtype in ${CASES:+${DTYPES:-float32 float16 bfloat16 float64}}; do
+  python3 -m xgemm bench --dtype "$dtype" --shapes "$CASES" --json "$OUT/cases_$dtype.json" \
+    > "$OUT/cases_$dtype.txt" 2>&1
+  echo "cases $dtype exit code $?"; cat "$OUT/cases_$dtype.txt"
+done
 if [ "${SKIP_BENCH:-0}" != 1 ]; then
   python3 -m xgemm bench --json "$OUT/results.json" --csv "$OUT/results.csv" ${BENCH_ARGS:-} \
     > "$OUT/bench.txt" 2>&1

@@ -35,6 +35,18 @@ def private_tuning_file(tmp_path, monkeypatch):
     monkeypatch.setenv("XGEMM_TUNE_CACHE", str(tmp_path / "tuned.json"))
 
 
+#: Relative Frobenius error allowed per dtype, against float64 of the (rounded) inputs.
+TOLERANCE = {"float64": 1e-12, "float32": 1e-5, "float16": 1e-2, "bfloat16": 1e-2}
+DTYPES = tuple(TOLERANCE)
+
+
+def cupy_dtype(name: str):
+    """The dtype object for ``name`` (bfloat16 is ml_dtypes')."""
+    from xgemm.registry import numpy_dtype
+
+    return numpy_dtype(name)
+
+
 class Rng:
     """Fresh random inputs for every test; the seed is kept so a failure can be replayed."""
 
@@ -42,13 +54,21 @@ class Rng:
         self.seed = int(np.random.SeedSequence().entropy % 2**63)
         self._gen = None
 
-    def matrix(self, rows: int, cols: int, order: str = "C"):
+    def array(self, shape, dtype: str = "float32"):
+        """Standard normal values in ``dtype`` (drawn in float32, then rounded)."""
         import cupy
 
         if self._gen is None:
             self._gen = cupy.random.default_rng(self.seed)
-        x = self._gen.standard_normal((rows, cols), dtype=cupy.float32)
-        return cupy.asfortranarray(x) if order == "F" else x
+        x = self._gen.standard_normal(shape, dtype=cupy.float32)
+        return x.astype(cupy_dtype(dtype))
+
+    def matrix(self, rows: int, cols: int, order: str = "C", dtype: str = "float32"):
+        """A (rows, cols) matrix: C-ordered, or with order="F" a transposed view of a
+        C-ordered (cols, rows) one, so column-major."""
+        if order == "F":
+            return self.array((cols, rows), dtype).T
+        return self.array((rows, cols), dtype)
 
 
 @pytest.fixture
@@ -56,19 +76,32 @@ def rng() -> Rng:
     return Rng()
 
 
-def relative_error(c, a, b) -> float:
-    """||c - a @ b||_F / ||a @ b||_F with the reference in float64 (absolute if it is 0).
-    NaN anywhere in c gives NaN, which fails every `<` comparison."""
+def f64(x):
     import cupy
 
-    ref = cupy.matmul(a.astype(cupy.float64), b.astype(cupy.float64))
-    diff = float(cupy.linalg.norm(c.astype(cupy.float64) - ref))
-    scale = float(cupy.linalg.norm(ref))
+    return cupy.asarray(x).astype(cupy.float64)
+
+
+def frobenius_error(c, ref) -> float:
+    """||c - ref||_F / ||ref||_F in float64 (absolute if ref is 0). NaN anywhere in c gives
+    NaN, which fails every `<` comparison."""
+    import cupy
+
+    diff = float(cupy.linalg.norm((f64(c) - f64(ref)).ravel()))
+    scale = float(cupy.linalg.norm(f64(ref).ravel()))
     return diff / scale if scale > 0 else diff
 
 
-def poisoned(rows: int, cols: int):
+def relative_error(c, a, b) -> float:
+    """The error of c against a @ b, the reference computed in float64 from the inputs
+    as they are (already rounded to their dtype)."""
+    import cupy
+
+    return frobenius_error(c, cupy.matmul(f64(a), f64(b)))
+
+
+def poisoned(*shape, dtype: str = "float32"):
     """An output buffer full of NaN, so an element the kernel never writes shows up."""
     import cupy
 
-    return cupy.full((rows, cols), cupy.nan, dtype=cupy.float32)
+    return cupy.full(shape, cupy.nan, dtype=cupy.float32).astype(cupy_dtype(dtype))

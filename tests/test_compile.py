@@ -1,6 +1,9 @@
-"""Every variant renders to plain CUDA C and compiles through NVRTC for sm_80 and sm_90,
-at every point of its sweep space and every specialisation, with no register spills.
-No GPU needed: NVRTC comes from the nvidia-cuda-nvrtc wheel, driven by cuda-bindings."""
+"""Every variant renders to plain CUDA C and compiles through NVRTC for sm_80 and sm_90
+with no register spills: for every dtype, every point of its sweep space (row-major
+operands, plain store, every flag), and at its defaults every specialisation (each
+layout pair, each epilogue option). No GPU needed: NVRTC comes from the
+nvidia-cuda-nvrtc wheel, driven by cuda-bindings, and the 16-bit headers from
+nvidia-cuda-runtime."""
 
 from __future__ import annotations
 
@@ -11,20 +14,37 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 import xgemm
+from xgemm.registry import Spec
 
 ARCHS = ("sm_80", "sm_90")
-CASES = [
-    (name, point, flags)
-    for name in xgemm.variants()
-    for point in xgemm.get_variant(name).points()
-    for flags in xgemm.get_variant(name).flag_values()
-]
+
+
+def _cases():
+    for name in xgemm.variants():
+        v = xgemm.get_variant(name)
+        for dtype in v.dtypes:
+            plain = dict(a_col=v.a_layouts[0] == "col", b_col=v.b_layouts[0] == "col")
+            specs = [Spec(dtype, **plain, flags=tuple(sorted(f.items())))
+                     for f in v.flag_values()]
+            for point in v.points(dtype):
+                for spec in specs:
+                    yield name, point, spec
+            defaults = v.resolve({}, dtype)
+            for spec in v.specs(dtype):
+                if spec not in specs:
+                    yield name, defaults, spec
+
+
+CASES = list(_cases())
 
 
 def _id(case) -> str:
-    name, point, flags = case
-    return "-".join([name, *(f"{k}{v}" for k, v in point.items()),
-                     *(k if v else f"not_{k}" for k, v in flags.items())])
+    name, point, spec = case
+    layout = ("T" if spec.a_col else "N") + ("T" if spec.b_col else "N")
+    epilogue = [*(["bias"] if spec.bias else []), *(["beta"] if spec.read_c else []),
+                *([spec.activation] if spec.activation != "none" else [])]
+    return "-".join([name, spec.dtype, layout, *(f"{k}{v}" for k, v in point.items()),
+                     *(k if v else f"not_{k}" for k, v in spec.flags), *epilogue])
 
 
 @pytest.fixture(scope="module")
@@ -33,8 +53,8 @@ def reports():
     pytest.importorskip("cuda.bindings.nvrtc", reason="the compile check needs cuda-bindings")
 
     def build(job):
-        (name, point, flags), arch = job
-        source = xgemm.get_variant(name).source(point, **flags)
+        (name, point, spec), arch = job
+        source = xgemm.get_variant(name).source(point, spec)
         try:
             return xgemm.compile_offline(source, arch, name=f"{name}.cu")
         except xgemm.CompileError as exc:
@@ -48,14 +68,19 @@ def reports():
 
 @pytest.mark.parametrize("case", CASES, ids=[_id(c) for c in CASES])
 def test_renders_plain_cuda(case):
-    name, point, flags = case
+    name, point, spec = case
     v = xgemm.get_variant(name)
-    source = v.source(point, **flags)
+    source = v.source(point, spec)
     assert "{{" not in source and "{%" not in source and "#}" not in source
     assert source.startswith("// xgemm rung ")  # the header that says what the rung adds
     assert f"xgemm_{name}(" in source
     for param, value in point.items():
         assert re.search(rf"\b{param} = {value}\b", source, re.IGNORECASE), param
+    cuda_type = xgemm.DTYPES[spec.dtype].cuda
+    assert f"using T = {cuda_type};" in source
+    assert f"A_COL = {str(spec.a_col).lower()};" in source
+    assert f"B_COL = {str(spec.b_col).lower()};" in source
+    assert f"Activation::{spec.activation};" in source
 
 
 @pytest.mark.parametrize("arch", ARCHS)
@@ -81,14 +106,32 @@ def test_strict_undefined():
     from xgemm.render import render
 
     with pytest.raises(jinja2.UndefinedError, match="tile"):
-        render("gemm/03_tiled.cu.j2", dtype="float")
+        render("gemm/03_tiled.cu.j2", dtype="float", acc="float", a_col=False, b_col=False,
+               bias=False, activation="none", read_c=False)
 
 
 def test_source_fills_defaults_and_flags():
     src = xgemm.source("vectorized")
-    assert "constexpr int BM = 128" in src
-    assert "one 16-byte access." in src and "Rows are not 16-byte aligned" not in src
-    src = xgemm.source("vectorized", aligned=False)
-    assert "one 16-byte access." not in src and "Rows are not 16-byte aligned" in src
-    with pytest.raises(TypeError, match="supports float32, not float64"):
-        xgemm.source("tiled", dtype="float64")
+    assert "constexpr int BM = 128" in src and "ALIGNED = true;" in src
+    assert "ALIGNED = false;" in xgemm.source("vectorized", aligned=False)
+    src = xgemm.source("tiled", "bfloat16", a_col=True, bias=True, read_c=True,
+                       activation="gelu")
+    assert "#include <cuda_bf16.h>" in src and "using Acc = float;" in src
+    assert "A_COL = true;" in src and "HAS_BIAS = true;" in src and "READ_C = true;" in src
+    assert "using Acc = double;" in xgemm.source("naive", "float64")
+    assert "B_COL = true;" in xgemm.source("transposed_b")
+
+
+def test_source_refuses_what_a_variant_lacks():
+    with pytest.raises(ValueError, match="reads B col-major only"):
+        xgemm.source("transposed_b", b_col=False)
+    with pytest.raises(TypeError, match="supports float32, float64, float16, bfloat16, not int8"):
+        xgemm.source("tiled", dtype="int8")
+    with pytest.raises(ValueError, match="unknown activation 'tanh'.*'relu', 'gelu', 'silu'"):
+        xgemm.source("tiled", activation="tanh")
+
+
+def test_16bit_headers_are_found():
+    from xgemm.compile import cuda_include_dir
+
+    assert cuda_include_dir() is not None, "pip install nvidia-cuda-runtime (the test extra)"

@@ -1,16 +1,19 @@
 """Every variant against a float64 reference on the GPU: fresh random inputs each test,
-outputs poisoned with NaN first, relative Frobenius error below 1e-5."""
+outputs poisoned with NaN first, relative Frobenius error below the dtype's tolerance
+(float32: 1e-5). The tile space is walked in float32; dtypes and layouts at the
+defaults, on odd shapes (tests/test_semantics.py has the numpy.matmul semantics)."""
 
 from __future__ import annotations
 
 import pytest
-from conftest import poisoned, relative_error
+from conftest import DTYPES, poisoned, relative_error
 
 import xgemm
 
 pytestmark = pytest.mark.gpu
 
 TOLERANCE = 1e-5
+LAYOUTS = ("NN", "NT", "TN", "TT")
 SHAPES = [  # (M, N, K)
     (1, 1, 1), (7, 13, 5), (33, 65, 17), (127, 129, 255), (1000, 700, 300),
     (2048, 2048, 2048), (4097, 31, 1025), (64, 4096, 64),
@@ -32,20 +35,24 @@ CORNERS = [(n, p) for n in xgemm.variants() for p in xgemm.get_variant(n).corner
 POINTS = [(n, p) for n in xgemm.variants() for p in xgemm.get_variant(n).points()]
 
 
-def operands(rng, name, m, n, k):
-    """A (M, K) and B (K, N) in the layout the variant reads in place."""
-    a = rng.matrix(m, k)
-    b = rng.matrix(n, k).T if xgemm.get_variant(name).b_order == "col" else rng.matrix(k, n)
-    return a, b
+def operands(rng, name, m, n, k, layout="NN", dtype="float32"):
+    """A (M, K) and B (K, N): "N" C-ordered, "T" a transposed view (column-major). A
+    variant that reads B column-major only gets B so whatever the layout says."""
+    v = xgemm.get_variant(name)
+    b_order = "F" if layout[1] == "T" or "row" not in v.b_layouts else "C"
+    a = rng.matrix(m, k, "F" if layout[0] == "T" else "C", dtype)
+    return a, rng.matrix(k, n, b_order, dtype)
 
 
-def check(rng, name, a, b, **params):
-    c = poisoned(a.shape[0], b.shape[1])
-    result = xgemm.matmul(a, b, variant=name, out=c, **params)
-    assert result is c
+def check(rng, name, a, b, tolerance=TOLERANCE, **params):
+    c = poisoned(a.shape[0], b.shape[1], dtype=a.dtype.name)
+    launch = xgemm.prepare(a, b, variant=name, out=c, **params)
+    assert launch.copies == ()  # every layout here is read in place
+    assert launch() is c
     err = relative_error(c, a, b)
-    assert err < TOLERANCE, (
-        f"{name} {params} on {a.shape} @ {b.shape}: relative error {err} (seed {rng.seed})"
+    assert err < tolerance, (
+        f"{name} {params} on {a.dtype} {a.shape} @ {b.shape} (strides {a.strides}, "
+        f"{b.strides}): relative error {err} (seed {rng.seed})"
     )
 
 
@@ -62,11 +69,24 @@ def test_every_point_of_the_space(rng, name, params, shape):
     check(rng, name, *operands(rng, name, *shape), **params)
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("name", xgemm.variants())
+def test_dtypes_and_layouts(rng, name, layout, dtype):
+    from conftest import TOLERANCE as BY_DTYPE
+
+    for shape in [(1, 1, 1), (37, 29, 43), (130, 67, 259), (257, 3, 97)]:
+        a, b = operands(rng, name, *shape, layout=layout, dtype=dtype)
+        check(rng, name, a, b, tolerance=BY_DTYPE[dtype])
+
+
 @pytest.mark.parametrize("name", [*xgemm.variants(), "auto"])
 def test_k_zero_gives_zeros(name):
     import cupy
 
     a, b = cupy.empty((5, 0), cupy.float32), cupy.empty((0, 7), cupy.float32)
+    if xgemm.get_variant(name if name != "auto" else "tiled").b_layouts == ("col",):
+        b = cupy.empty((7, 0), cupy.float32).T
     c = poisoned(5, 7)
     xgemm.matmul(a, b, variant=name, out=c)
     assert bool((c == 0).all())
@@ -77,8 +97,8 @@ def test_k_zero_gives_zeros(name):
 def test_empty_output(rng, name, m, n):
     import cupy
 
-    c = xgemm.matmul(cupy.ones((m, 3), cupy.float32), cupy.ones((3, n), cupy.float32),
-                     variant=name)
+    b = cupy.ones((n, 3), cupy.float32).T
+    c = xgemm.matmul(cupy.ones((m, 3), cupy.float32), b, variant=name)
     assert c.shape == (m, n) and c.dtype == cupy.float32
 
 
@@ -89,25 +109,34 @@ def test_without_out(rng, name):
     assert c.shape == (129, 67) and relative_error(c, a, b) < TOLERANCE
 
 
-def _layouts(rng, m, n, k):
-    """(label, a, b) pairs in layouts a caller may hand over."""
+def _layouts(rng, m, n, k, b_col_only):
+    """(label, a, b, copied) in layouts a caller may hand over; ``copied`` names the
+    operands that must be copied (no unit stride)."""
+    def b_(rows, cols):
+        return rng.matrix(rows, cols, "F" if b_col_only else "C")
+
     wide = rng.matrix(m, k + 9)
-    yield "row slice of a wider A (lda > K)", wide[:, 3:3 + k], rng.matrix(k, n)
-    yield "A offset by one float (unaligned)", wide[:, 1:1 + k], rng.matrix(k, n)
-    yield "column-major A", rng.matrix(m, k, order="F"), rng.matrix(k, n)
-    yield "A with a column step", rng.matrix(m, 2 * k)[:, ::2], rng.matrix(k, n)
-    yield "transposed view of B", rng.matrix(m, k), rng.matrix(n, k).T
-    yield "row-major B", rng.matrix(m, k), rng.matrix(k, n)
-    yield "B with negative strides", rng.matrix(m, k), rng.matrix(k, n)[::-1, ::-1]
+    yield "row slice of a wider A (lda > K)", wide[:, 3:3 + k], b_(k, n), ()
+    yield "A offset by one float (unaligned)", wide[:, 1:1 + k], b_(k, n), ()
+    yield "column-major A", rng.matrix(m, k, order="F"), b_(k, n), ()
+    yield "column slice of a column-major A", rng.matrix(m + 5, k, "F")[2:2 + m], b_(k, n), ()
+    yield "A with a column step", rng.matrix(m, 2 * k)[:, ::2], b_(k, n), ("a",)
+    yield "transposed view of B", rng.matrix(m, k), rng.matrix(n, k).T, ()
+    yield "B with negative strides", rng.matrix(m, k), b_(k, n)[::-1, ::-1], ("b",)
     both = rng.matrix(m, k + n)
-    yield "A and B from one buffer", both[:, :k], both[:k, k:k + n]
+    if not b_col_only:
+        yield "A and B from one buffer", both[:, :k], both[:k, k:k + n], ()
+        yield "row-major B", rng.matrix(m, k), rng.matrix(k, n), ()
 
 
 @pytest.mark.parametrize("name", xgemm.variants())
 def test_any_layout_gives_the_right_answer(rng, name):
-    for label, a, b in _layouts(rng, 67, 45, 37):
+    b_col_only = "row" not in xgemm.get_variant(name).b_layouts
+    for label, a, b, copied in _layouts(rng, 67, 45, 37, b_col_only):
         c = poisoned(67, 45)
-        xgemm.matmul(a, b, variant=name, out=c)
+        launch = xgemm.prepare(a, b, variant=name, out=c)
+        assert launch.copies == copied, label
+        launch()
         err = relative_error(c, a, b)
         assert err < TOLERANCE, f"{name}, {label}: error {err} (seed {rng.seed})"
 
@@ -118,16 +147,22 @@ def test_layouts_read_in_place_are_not_copied(rng, monkeypatch):
     def no_copy(*args, **kwargs):
         raise AssertionError("an operand was copied")
 
-    monkeypatch.setattr(cupy, "ascontiguousarray", no_copy)
-    monkeypatch.setattr(cupy, "asfortranarray", no_copy)
     a = rng.matrix(70, 90)[:, 5:75]  # lda = 90
     w = rng.matrix(40, 70)           # a weight stored (N, K), used as w.T
-    c = xgemm.matmul(a, w.T, variant="transposed_b")
-    assert relative_error(c, a, w.T) < TOLERANCE
     b = rng.matrix(70, 40)
+    monkeypatch.setattr(cupy, "ascontiguousarray", no_copy)
+    monkeypatch.setattr(cupy, "asfortranarray", no_copy)
     for name in xgemm.variants():
-        if xgemm.get_variant(name).b_order == "row":
-            assert relative_error(xgemm.matmul(a, b, variant=name), a, b) < TOLERANCE
+        v = xgemm.get_variant(name)
+        for x in (a, a.T.copy().T):
+            for y in (w.T, b):
+                if ("col" if y.flags.f_contiguous else "row") in v.b_layouts:
+                    assert relative_error(xgemm.matmul(x, y, variant=name), x, y) < TOLERANCE
+
+
+def test_a_layout_the_variant_cannot_read_is_refused(rng):
+    with pytest.raises(ValueError, match="reads b col-major only, and b is row-major.*'tiled'"):
+        xgemm.matmul(rng.matrix(8, 8), rng.matrix(8, 8), variant="transposed_b")
 
 
 def test_vectorized_picks_the_aligned_specialisation(rng, monkeypatch):
@@ -135,16 +170,23 @@ def test_vectorized_picks_the_aligned_specialisation(rng, monkeypatch):
 
     seen = []
     real = xgemm.api.get_kernel
-    monkeypatch.setattr(xgemm.api, "get_kernel",
-                        lambda name, params, dtype, flags, device:
-                        seen.append(flags["aligned"]) or real(name, params, dtype, flags, device))
+    def spy(name, params, spec, device):
+        seen.append(dict(spec.flags)["aligned"])
+        return real(name, params, spec, device)
+
+    monkeypatch.setattr(xgemm.api, "get_kernel", spy)
     wide = rng.matrix(64, 70)
     cases = [(rng.matrix(64, 64), rng.matrix(64, 32), True),
              (rng.matrix(64, 63), rng.matrix(63, 32), False),   # K % 4 != 0
              (rng.matrix(64, 64), rng.matrix(64, 30), False),   # N % 4 != 0
              (wide[:, 1:65], rng.matrix(64, 32), False),        # A starts 4 bytes off
-             (wide[:, 4:68], rng.matrix(64, 32), False)]        # lda = 70
+             (wide[:, 4:68], rng.matrix(64, 32), False),        # lda = 70
+             (rng.matrix(64, 64, "F"), rng.matrix(64, 32, "F"), True),
+             (rng.matrix(62, 64, "F"), rng.matrix(64, 32), False),  # M % 4 != 0, A col-major
+             (rng.matrix(64, 64), rng.matrix(62, 32, "F"), False)]  # K % 4 != 0, B col-major
     for a, b, aligned in cases:
+        if a.shape[1] != b.shape[0]:
+            a = rng.matrix(a.shape[0], b.shape[0], "F" if a.flags.f_contiguous else "C")
         c = xgemm.matmul(a, b, variant="vectorized")
         assert seen[-1] is aligned
         assert relative_error(c, a, b) < TOLERANCE
@@ -156,7 +198,7 @@ def test_second_call_compiles_nothing(rng):
     a, b = rng.matrix(50, 60), rng.matrix(60, 70)
     xgemm.matmul(a, b, variant="coarse2d", BM=64, BN=64, TM=4, TN=4, BK=8)
     before = kernel_cache_info()
-    xgemm.matmul(b.T, a.T, variant="coarse2d", BM=64, BN=64, TM=4, TN=4, BK=8)
+    xgemm.matmul(a[:20], b[:, :30], variant="coarse2d", BM=64, BN=64, TM=4, TN=4, BK=8)
     after = kernel_cache_info()
     assert after.misses == before.misses and after.hits == before.hits + 1
 
@@ -177,15 +219,25 @@ def test_out_is_checked(rng):
         xgemm.matmul(a, b, out=cupy.empty((4, 8), cupy.float32))
     with pytest.raises(TypeError, match="out has dtype float64"):
         xgemm.matmul(a, b, out=cupy.empty((8, 4), cupy.float64))
-    with pytest.raises(ValueError, match="unit column stride"):
-        xgemm.matmul(a, b, out=cupy.empty((4, 8), cupy.float32).T)
     with pytest.raises(TypeError, match="out must be a CuPy array"):
         xgemm.matmul(a, b, out=a.get())
 
 
-def test_wrong_dtype_with_real_arrays(rng):
+@pytest.mark.parametrize("label", ["F-ordered", "column step", "row slice"])
+def test_out_in_any_layout(rng, label):
+    import cupy
+
+    a, b = rng.matrix(33, 20), rng.matrix(20, 17)
+    base = {"F-ordered": lambda: cupy.full((17, 33), cupy.nan, cupy.float32).T,
+            "column step": lambda: cupy.full((33, 34), cupy.nan, cupy.float32)[:, ::2],
+            "row slice": lambda: cupy.full((33, 40), cupy.nan, cupy.float32)[:, 3:20]}[label]()
+    assert xgemm.matmul(a, b, variant="coarse2d", out=base) is base
+    assert relative_error(base, a, b) < TOLERANCE
+
+
+def test_mixed_dtypes_with_real_arrays(rng):
     a = rng.matrix(4, 4)
-    with pytest.raises(TypeError, match="b has dtype float64"):
+    with pytest.raises(TypeError, match="a has dtype float32 and b has dtype float64.*mix"):
         xgemm.matmul(a, a.astype("float64"))
 
 

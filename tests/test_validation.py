@@ -70,18 +70,82 @@ def test_inner_dimensions():
         xgemm.matmul(f32(5, 3), f32(4, 2))
 
 
-@pytest.mark.parametrize("shape", [(3,), (2, 3, 3), ()])
-def test_not_2d(shape):
-    with pytest.raises(ValueError, match=re.escape(f"a has shape {shape!r}") + ".*2-D"):
-        xgemm.matmul(f32(*shape), f32(3, 3))
+# Pairs numpy.matmul accepts, and pairs it refuses: xgemm agrees on both, before any GPU work.
+VALID = [((7,), (7,)), ((7,), (7, 5)), ((6, 7), (7,)), ((3, 6, 7), (7,)), ((7,), (3, 7, 5)),
+         ((8, 3, 9), (9, 2)), ((3, 9), (4, 9, 2)), ((2, 1, 4, 5), (3, 5, 6)),
+         ((0, 4, 5), (5, 6)), ((4, 0), (0, 3)), ((0,), (0,)), ((1, 1, 1), (1, 1))]
+INVALID = [((), (3,)), ((3,), ()), ((3,), (4,)), ((2, 3), (4, 5)), ((5,), (2, 4, 3)),
+           ((2, 3, 4), (3, 4, 5)), ((2, 4, 5), (3, 5, 6)), ((4, 5), (4,))]
 
 
-@pytest.mark.parametrize("typestr, name", [("<f8", "float64"), ("<f2", "float16"),
-                                           ("<i4", "int32"), ("<c8", "complex64")])
-def test_unsupported_dtype(typestr, name):
-    with pytest.raises(TypeError, match=rf"b has dtype {name}; variant 'auto' multiplies "
-                                        r"float32: convert with b.astype"):
+@pytest.mark.parametrize("a_shape, b_shape", VALID)
+def test_shapes_like_numpy(a_shape, b_shape):
+    from xgemm.api import matmul_shapes
+
+    expected = np.matmul(np.ones(a_shape), np.ones(b_shape)).shape
+    assert matmul_shapes(a_shape, b_shape).out == expected
+
+
+@pytest.mark.parametrize("a_shape, b_shape", INVALID)
+def test_refused_shapes_like_numpy(a_shape, b_shape):
+    with pytest.raises(ValueError):
+        np.matmul(np.empty(a_shape), np.empty(b_shape))
+    with pytest.raises(ValueError, match=re.escape(f"{a_shape}") + "|0-D"):
+        xgemm.matmul(f32(*a_shape), f32(*b_shape))
+
+
+@pytest.mark.parametrize("typestr, name, hint", [("<i4", "int32", "integer"),
+                                                 ("<c8", "complex64", "complex"),
+                                                 ("|b1", "bool", "boolean")])
+def test_integer_and_complex_point_to_cupy(typestr, name, hint):
+    with pytest.raises(TypeError, match=rf"b has dtype {name}; xgemm multiplies float32, "
+                                        rf"float64, float16, bfloat16: for {hint} products "
+                                        r"use cupy.matmul"):
         xgemm.matmul(f32(3, 3), FakeGpuArray((3, 3), typestr))
+
+
+@pytest.mark.parametrize("typestr", ["<f8", "<f2"])
+def test_mixed_dtypes(typestr):
+    with pytest.raises(TypeError, match=r"a has dtype float32 and b has dtype float.*mix"):
+        xgemm.matmul(f32(3, 3), FakeGpuArray((3, 3), typestr))
+
+
+def test_a_variant_without_the_dtype():
+    from xgemm.registry import Variant
+
+    v = Variant(name="f32_only", template="gemm/03_tiled.cu.j2", adds="", defaults={"tile": 8},
+                space={"tile": [8]}, constraints=[], block=("tile", "tile"), grid=("1",),
+                dtypes=("float32",))
+    with pytest.raises(TypeError, match="'f32_only' supports float32, not float16; for "
+                                        "float16 use one of naive, coalesced"):
+        v.resolve({}, "float16")
+
+
+def test_unknown_activation():
+    with pytest.raises(ValueError, match="unknown activation 'rleu' .did you mean 'relu'"):
+        xgemm.matmul(f32(2, 2), f32(2, 2), activation="rleu")
+
+
+def test_out_and_c_together():
+    with pytest.raises(ValueError, match="not both"):
+        xgemm.prepare(f32(2, 2), f32(2, 2), out=f32(2, 2), c=f32(2, 2))
+
+
+def test_layout_of():
+    from xgemm.api import Layout, layout_of
+
+    f = 4
+    assert layout_of((5, 3, 4), (48, 16, 4), f) == Layout(False, 4, 12)        # C-ordered batch
+    assert layout_of((5, 3, 4), (0, 16, 4), f) == Layout(False, 4, 0)          # broadcast
+    assert layout_of((5, 3, 4), (48, 4, 12), f) == Layout(True, 3, 12)         # swapaxes'd
+    assert layout_of((3, 4), (16 * 9, 4), f) == Layout(False, 36, 0)           # row slice
+    assert layout_of((3, 4), (16, 8), f) is None                               # column step
+    assert layout_of((3, 4), (-16, 4), f) is None                              # reversed rows
+    assert layout_of((2, 3, 3, 4), (48, 0, 16, 4), f) is None                  # no one stride
+    assert layout_of((3, 4), (16, 4), f, ("col",)) is None
+    assert layout_of((3, 4), (16, 4), f, ("row",), write=True) == Layout(False, 4, 0)
+    assert layout_of((2, 3, 4), (0, 16, 4), f, ("row",), write=True) is None    # writes collide
+    assert layout_of((4, 1), (4, 4), f, ("col",)) == Layout(True, 4, 0)        # a column
 
 
 def test_unknown_variant_first():

@@ -13,13 +13,17 @@ Example:
 """
 
 from . import variants as _ladder  # noqa: F401  (registers the ladder)
-from .api import AUTO, DEFAULT_VARIANT, Launch, matmul, prepare, source
+from .api import AUTO, DEFAULT_VARIANT, Launch, gemm, matmul, prepare, source
 from .compile import CompileError, PtxasReport, compile_offline
-from .registry import Variant, get_variant, variants
+from .registry import ACTIVATIONS, DTYPES, Spec, Variant, get_variant, variants
 from .tuning import SweepResults, sweep, tune
 
 __all__ = [
+    "ACTIVATIONS",
     "AUTO",
+    "DTYPES",
+    "Spec",
+    "gemm",
     "DEFAULT_VARIANT",
     "Launch",
     "SweepResults",

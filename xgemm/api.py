@@ -1,15 +1,22 @@
-"""``xgemm.matmul`` and ``xgemm.source``: check everything, then compile and launch."""
+"""``xgemm.matmul``, ``xgemm.gemm`` and ``xgemm.source``: check everything, then compile
+and launch.
+
+The semantics are numpy.matmul's (1-D operands, broadcast batch dimensions, ``out=``)
+plus BLAS's ``C = alpha * A @ B + beta * C`` and a fused epilogue (bias, activation).
+All checks that need only shapes and dtypes run before anything touches the GPU.
+"""
 
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from .compile import get_kernel
-from .registry import Variant, get_variant
+from .registry import ACTIVATIONS, DTYPES, MAX_GRID, Spec, Variant, get_variant
 
 if TYPE_CHECKING:
     import cupy
@@ -22,6 +29,7 @@ DEFAULT_VARIANT = AUTO
 _INT_MAX = 2**31 - 1  # the kernels take int sizes and leading dimensions
 
 
+# -- what can be checked without the GPU ------------------------------------------------
 @dataclass(frozen=True)
 class _Meta:
     """What can be learnt about an operand without touching the GPU."""
@@ -63,29 +71,146 @@ def _on_gpu(x: Any) -> bool:
     return hasattr(x, "__cuda_array_interface__")
 
 
-def _check_meta(a: _Meta, b: _Meta, variant: str, dtypes: tuple[str, ...]) -> None:
-    for name, m in (("a", a), ("b", b)):
-        if len(m.shape) != 2:
-            raise ValueError(
-                f"{name} has shape {m.shape} ({len(m.shape)}-D); xgemm.matmul multiplies 2-D "
-                "matrices: reshape it, or use cupy.matmul for batched and 1-D operands"
-            )
-        if m.dtype.name not in dtypes:
+def check_dtypes(a: np.dtype, b: np.dtype) -> str:
+    """The dtype name of ``a @ b``: both operands must have the same floating dtype.
+
+    >>> check_dtypes(np.dtype("float16"), np.dtype("float16"))
+    'float16'
+    """
+    for name, dt in (("a", a), ("b", b)):
+        if dt.name not in DTYPES:
+            kind = {"i": "integer", "u": "integer", "b": "boolean", "c": "complex"}.get(dt.kind)
             raise TypeError(
-                f"{name} has dtype {m.dtype.name}; variant {variant!r} multiplies "
-                f"{', '.join(dtypes)}: convert with {name}.astype('float32'), "
-                "or use cupy.matmul"
+                f"{name} has dtype {dt.name}; xgemm multiplies {', '.join(DTYPES)}"
+                + (f": for {kind} products use cupy.matmul" if kind else "")
+                + f", or convert with {name}.astype('float32')"
             )
-    if a.shape[1] != b.shape[0]:
-        raise ValueError(
-            f"inner dimensions differ: a is {a.shape} and b is {b.shape}, and a @ b needs "
-            f"a.shape[1] == b.shape[0] ({a.shape[1]} != {b.shape[0]})"
+    if a != b:
+        raise TypeError(
+            f"a has dtype {a.name} and b has dtype {b.name}; xgemm does not mix dtypes (a mixed "
+            "product would need a hidden conversion): convert one, e.g. "
+            f"b.astype({a.name!r})"
         )
-    for name, m in (("a", a), ("b", b)):
-        if max(m.shape) > _INT_MAX:
-            raise ValueError(f"{name} has shape {m.shape}; xgemm's kernels index with 32-bit ints")
+    return a.name
 
 
+@dataclass(frozen=True)
+class Shapes:
+    """The shape logic of ``numpy.matmul`` for one pair of operand shapes."""
+
+    batch: tuple[int, ...]  # the broadcast batch dimensions
+    m: int
+    n: int
+    k: int
+    out: tuple[int, ...]    # the result's shape, 1-D operands' dimensions removed
+    a_vector: bool          # a was 1-D: a (1, K) row
+    b_vector: bool          # b was 1-D: a (K, 1) column
+
+    @property
+    def full(self) -> tuple[int, ...]:
+        """The result's shape with the 1-D operands' dimensions kept: (*batch, M, N)."""
+        return (*self.batch, self.m, self.n)
+
+    @property
+    def count(self) -> int:
+        """How many products: the batch dimensions' product."""
+        return math.prod(self.batch)
+
+
+def matmul_shapes(a: tuple[int, ...], b: tuple[int, ...]) -> Shapes:
+    """numpy.matmul's shape rules; ValueError with both shapes where numpy raises one.
+
+    >>> matmul_shapes((8, 128, 64), (64, 32)).out
+    (8, 128, 32)
+    >>> matmul_shapes((5,), (3, 5, 2)).out
+    (3, 2)
+    """
+    for name, shape in (("a", a), ("b", b)):
+        if len(shape) == 0:
+            raise ValueError(
+                f"{name} is a 0-D (scalar) array; matmul needs at least 1-D operands "
+                "(multiply a scalar with *)"
+            )
+    a_vector, b_vector = len(a) == 1, len(b) == 1
+    a2 = (1, a[0]) if a_vector else a
+    b2 = (b[0], 1) if b_vector else b
+    if a2[-1] != b2[-2]:
+        raise ValueError(
+            f"a is {a} and b is {b}: a @ b needs a's last dimension to equal b's "
+            f"{'only' if b_vector else 'second-to-last'} dimension ({a2[-1]} != {b2[-2]})"
+        )
+    try:
+        batch = tuple(np.broadcast_shapes(a2[:-2], b2[:-2]))
+    except ValueError:
+        raise ValueError(
+            f"a is {a} and b is {b}: their batch dimensions {a2[:-2]} and {b2[:-2]} do not "
+            "broadcast together (each pair must be equal, or one of them 1)"
+        ) from None
+    m, k, n = a2[-2], a2[-1], b2[-1]
+    out = batch + (() if a_vector else (m,)) + (() if b_vector else (n,))
+    for size in (m, n, k):
+        if size > _INT_MAX:
+            raise ValueError(f"a is {a} and b is {b}: xgemm's kernels index with 32-bit ints")
+    return Shapes(batch, m, n, k, out, a_vector, b_vector)
+
+
+def _collapse(shape: tuple[int, ...], strides: tuple[int, ...]) -> int | None:
+    """One stride that walks all of ``shape`` in C order, or None if none does."""
+    dims = [(n, s) for n, s in zip(shape, strides, strict=True) if n != 1]
+    if not dims:
+        return 0
+    for (_, outer), (n_inner, inner) in zip(dims, dims[1:], strict=False):
+        if outer != inner * n_inner:
+            return None
+    return dims[-1][1]
+
+
+@dataclass(frozen=True)
+class Layout:
+    """How a kernel addresses one operand of shape (*batch, rows, cols) in place."""
+
+    col: bool         # column-major: element (r, c) at c * ld + r
+    ld: int           # leading dimension, in elements
+    batch_stride: int  # elements from one matrix of the batch to the next (0: broadcast)
+
+
+def layout_of(shape: tuple[int, ...], strides: tuple[int, ...], itemsize: int,
+              layouts: tuple[str, ...] = ("row", "col"), write: bool = False) -> Layout | None:
+    """The first of ``layouts`` in which an array of ``shape`` and byte ``strides`` can be
+    read (or, with ``write``, written) in place, or None if it needs a copy.
+
+    >>> layout_of((3, 4), (16, 4), 4)  # C-ordered
+    Layout(col=False, ld=4, batch_stride=0)
+    >>> layout_of((3, 4), (4, 12), 4)  # F-ordered: a transposed view
+    Layout(col=True, ld=3, batch_stride=0)
+    """
+    if 0 in shape:  # nothing is read or written: any layout will do
+        inner = shape[-1] if layouts[0] == "row" else shape[-2]
+        return Layout(layouts[0] == "col", max(inner, 1), 0)
+    if any(s % itemsize for s in strides):
+        return None
+    elems = tuple(s // itemsize for s in strides)
+    *batch, rows, cols = shape
+    *batch_strides, row_stride, col_stride = elems
+    batch_stride = _collapse(tuple(batch), tuple(batch_strides))
+    if batch_stride is None or batch_stride < 0:
+        return None
+    if write and math.prod(batch) > 1 and batch_stride == 0:
+        return None  # a broadcast output: two products would write one place
+    for layout in layouts:
+        inner, inner_stride, outer, outer_stride = (
+            (cols, col_stride, rows, row_stride) if layout == "row"
+            else (rows, row_stride, cols, col_stride))
+        if inner > 1 and inner_stride != 1:
+            continue
+        ld = outer_stride if outer > 1 else max(inner, 1)
+        if ld < 0 or ld > _INT_MAX or (write and ld < inner):
+            continue
+        return Layout(layout == "col", ld, batch_stride)
+    return None
+
+
+# -- from arrays to a launch -------------------------------------------------------------
 def _to_cupy(x: Any) -> cupy.ndarray:
     import cupy
 
@@ -96,37 +221,6 @@ def _to_cupy(x: Any) -> cupy.ndarray:
     return cupy.asarray(x)  # __cuda_array_interface__: a view, no copy
 
 
-def _leading_dim(x: cupy.ndarray, order: str) -> int | None:
-    """The leading dimension (in elements) to read ``x`` in place as a row-major ("row")
-    or column-major ("col") matrix, or None when its strides allow neither."""
-    item = x.itemsize
-    inner, outer = (1, 0) if order == "row" else (0, 1)
-    if x.size == 0:
-        return max(x.shape[inner], 1)  # nothing is read: any leading dimension will do
-    if x.shape[inner] > 1 and x.strides[inner] != item:
-        return None
-    if x.shape[outer] <= 1:
-        return max(x.shape[inner], 1)
-    stride = x.strides[outer]
-    if stride <= 0 or stride % item or stride // item < x.shape[inner]:
-        return None
-    return stride // item
-
-
-def _operand(x: cupy.ndarray, order: str) -> tuple[cupy.ndarray, int]:
-    """``x`` and its leading dimension in the layout a kernel reads. Strides that layout
-    cannot express (a column-major A, a step slice, negative strides) cost one copy."""
-    import cupy
-
-    ld = _leading_dim(x, order)
-    if ld is None:
-        x = cupy.ascontiguousarray(x) if order == "row" else cupy.asfortranarray(x)
-        ld = _leading_dim(x, order)
-    if ld > _INT_MAX:
-        raise ValueError(f"leading dimension {ld} does not fit the kernels' 32-bit ints")
-    return x, ld
-
-
 @functools.cache
 def _device_limits(device: int) -> tuple[int, int]:
     import cupy
@@ -135,51 +229,122 @@ def _device_limits(device: int) -> tuple[int, int]:
     return attrs["MaxThreadsPerBlock"], attrs["MaxSharedMemoryPerBlock"]
 
 
+def _as_matrices(x: cupy.ndarray, vector: str | None) -> cupy.ndarray:
+    """A 1-D operand with its dimension back: "row", a (1, K) row; "col", a (K, 1) column."""
+    return x[None, :] if vector == "row" else x[:, None] if vector == "col" else x
+
+
+def _operand(x: cupy.ndarray, shapes: Shapes, rows: int, cols: int,
+             layouts: tuple[str, ...], name: str, variant: str, copies: list[str]
+             ) -> tuple[cupy.ndarray, Layout]:
+    """``x`` (at least 2-D) broadcast to (*batch, rows, cols), and the layout the kernel
+    reads it in. When its strides leave no unit stride in the last two dimensions it is
+    copied, once; when no single stride walks its batch, the broadcast batch is."""
+    import cupy
+
+    full_shape = (*shapes.batch, rows, cols)
+    full = cupy.broadcast_to(x, full_shape)
+    found = layout_of(full.shape, full.strides, full.itemsize, layouts)
+    if found is not None:
+        return full, found
+    readable = layout_of(full.shape, full.strides, full.itemsize)
+    if readable is not None:
+        have = "column" if readable.col else "row"
+        raise ValueError(
+            f"variant {variant!r} reads {name} {' or '.join(layouts)}-major only, and {name} is "
+            f"{have}-major; name a variant that reads both (e.g. 'tiled'), or pass {name} "
+            "in the layout this one reads"
+        )
+
+    def contiguous(y):  # in the variant's first layout, each matrix of the batch whole
+        if layouts[0] == "row":
+            return cupy.ascontiguousarray(y)
+        return cupy.swapaxes(cupy.ascontiguousarray(cupy.swapaxes(y, -1, -2)), -1, -2)
+
+    copies.append(name)
+    full = cupy.broadcast_to(contiguous(x), full_shape)
+    found = layout_of(full.shape, full.strides, full.itemsize, layouts)
+    if found is None:  # e.g. (2, 1, M, K) against (1, 3, K, N): materialise the batch
+        full = contiguous(full)
+        found = layout_of(full.shape, full.strides, full.itemsize, layouts)
+    return full, found
+
+
+def _parse_activation(activation: str | None) -> str:
+    name = "none" if activation is None else activation
+    if name not in ACTIVATIONS:
+        import difflib
+
+        close = difflib.get_close_matches(str(name), ACTIVATIONS, n=1)
+        raise ValueError(
+            f"unknown activation {activation!r}"
+            + (f" (did you mean {close[0]!r}?)" if close else "")
+            + f": choose one of {', '.join(repr(a) for a in ACTIVATIONS[1:])} or None"
+        )
+    return name
+
+
+def _check_scalar(name: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise TypeError(f"{name} must be a real number, got {type(value).__name__}")
+    return float(value)
+
+
 @dataclass
 class Launch:
     """One product, checked and laid out, ready to compile and run: what ``matmul`` does
-    after its checks. ``prepare`` makes one; calling it launches the kernel."""
+    after its checks. ``prepare`` makes one; calling it launches the kernel (once, or once
+    per 65535 products of a larger batch)."""
 
     variant: Variant
     params: dict[str, int]
-    dtype: str
-    flags: dict[str, bool]
+    spec: Spec
     device: int
-    grid: tuple[int, ...]
+    grid: tuple[int, ...]          # of the first launch; () when nothing runs
     block: tuple[int, ...]
-    args: tuple
-    result: Any  # the array returned
-    staging: Any = None  # where the kernel writes when ``out`` overlaps an input
+    args: list[tuple] = field(default_factory=list)  # one argument tuple per launch
+    grids: list[tuple[int, ...]] = field(default_factory=list)
+    result: Any = None             # the array returned
+    staging: Any = None            # where the kernel writes when the target can't be written
+    target: Any = None             # ... and where staging is copied afterwards
+    copies: tuple[str, ...] = ()   # the operands that had to be copied, by name
+    keep: tuple = ()               # arrays the kernel's raw pointers point into
+
+    @property
+    def dtype(self) -> str:
+        return self.spec.dtype
 
     def kernel(self):
         """The compiled kernel (compiled now unless the in-process cache has it)."""
         import cupy
 
         with cupy.cuda.Device(self.device):
-            return get_kernel(self.variant.name, self.params, self.dtype, self.flags,
-                              self.device)
+            return get_kernel(self.variant.name, self.params, self.spec, self.device)
 
     def __call__(self):
         import cupy
 
-        if self.grid:  # an empty output launches (and compiles) nothing
+        if self.args:  # an empty output launches (and compiles) nothing
             kernel = self.kernel()
             with cupy.cuda.Device(self.device):
-                kernel(self.grid, self.block, self.args)
+                for grid, args in zip(self.grids, self.args, strict=True):
+                    kernel(grid, self.block, args)
         if self.staging is not None:
-            self.result[...] = self.staging
+            self.target[...] = self.staging
         return self.result
 
 
 def prepare(a: Any, b: Any, variant: str = DEFAULT_VARIANT, out: cupy.ndarray | None = None,
-            **params: int) -> Launch:
+            *, c: cupy.ndarray | None = None, alpha: float = 1.0, beta: float = 0.0,
+            bias: Any = None, activation: str | None = None, **params: int) -> Launch:
     """Check the operands and parameters and lay the launch out, without running it.
 
-    ``matmul(a, b, ...)`` is ``prepare(a, b, ...)()``. Useful to time or inspect a call:
+    ``matmul(a, b, ...)`` is ``prepare(a, b, ...)()`` and ``gemm(a, b, c, ...)`` is
+    ``prepare(a, b, ..., c=c, alpha=..., beta=...)()``. Useful to time or inspect a call:
 
     >>> import cupy as cp, xgemm  # doctest: +SKIP
     >>> launch = xgemm.prepare(cp.ones((64, 32), "f"), cp.ones((32, 16), "f"))  # doctest: +SKIP
-    >>> launch.variant.name, launch.grid  # doctest: +SKIP
+    >>> launch.variant.name, launch.grid, launch.copies  # doctest: +SKIP
     """
     auto = variant == AUTO
     if auto:
@@ -188,126 +353,264 @@ def prepare(a: Any, b: Any, variant: str = DEFAULT_VARIANT, out: cupy.ndarray | 
                 f"variant='auto' picks its own parameters, so {sorted(params)} cannot be given; "
                 "name a variant to set them (xgemm.variants() lists the names)"
             )
-        v, p = None, {}
+        v = None
     else:
         v = get_variant(variant)
-        p = v.resolve(params)
-    dtypes = v.dtypes if v else ("float32",)
+    act = _parse_activation(activation)
+    alpha, beta = _check_scalar("alpha", alpha), _check_scalar("beta", beta)
+    if out is not None and c is not None:
+        raise ValueError("give out= (matmul) or c= (gemm), not both")
+
     metas = (_meta(a, "a"), _meta(b, "b"))
-    if None not in metas:
-        _check_meta(*metas, variant, dtypes)  # before any conversion: needs no GPU
-
-    import cupy
-
+    if None not in metas:  # everything below needs no GPU
+        _check_operands(*metas, v, params)
     a, b = _to_cupy(a), _to_cupy(b)
-    _check_meta(_Meta(a.shape, a.dtype), _Meta(b.shape, b.dtype), variant, dtypes)
+    dtype, shapes = _check_operands(_Meta(a.shape, a.dtype), _Meta(b.shape, b.dtype), v, params)
     device = a.device.id
     if b.device.id != device:
         raise ValueError(f"a is on GPU {device} and b on GPU {b.device.id}; move one of them")
-    (m, k), n = a.shape, b.shape[1]
+    target = out if out is not None else c
+    if target is not None:
+        _check_target("out" if c is None else "c", target, shapes.out, dtype, device)
+    if bias is not None:
+        bias = _check_bias(bias, shapes.n, dtype, device)
+
+    import cupy
+
+    mat_a = _as_matrices(a, "row" if shapes.a_vector else None)
+    mat_b = _as_matrices(b, "col" if shapes.b_vector else None)
     if auto:
-        from .tuning import choose
+        from .tuning import choose, heuristic
 
-        name, p = choose(m, n, k, a.dtype.name, device)
+        a_col = getattr(layout_of(mat_a.shape, mat_a.strides, a.itemsize), "col", False)
+        b_col = getattr(layout_of(mat_b.shape, mat_b.strides, b.itemsize), "col", False)
+        name, p = choose(shapes.m, shapes.n, shapes.k, dtype, device)
         v = get_variant(name)
+        if ("col" if a_col else "row") not in v.a_layouts or \
+                ("col" if b_col else "row") not in v.b_layouts:
+            name, p = heuristic(shapes.m, shapes.n, shapes.k)
+            v = get_variant(name)
+        p = v.resolve(p, dtype)
+    else:
+        p = v.resolve(params, dtype)
 
-    if out is not None:
-        _check_out(out, (m, n), a.dtype, device)
-    if m == 0 or n == 0:
-        result = out if out is not None else cupy.empty((m, n), dtype=a.dtype)
-        return Launch(v, p, a.dtype.name, {}, device, (), (), (), result)
+    read_c = c is not None and beta != 0.0
+    copies: list[str] = []
+    full_a, layout_a = _operand(mat_a, shapes, shapes.m, shapes.k, v.a_layouts, "a", v.name,
+                                copies)
+    full_b, layout_b = _operand(mat_b, shapes, shapes.k, shapes.n, v.b_layouts, "b", v.name,
+                                copies)
+
+    # The output, viewed as (*batch, M, N): written in place when its rows have unit
+    # stride and it shares no memory with a or b, else through a staging array.
+    if target is None:
+        full_c = cupy.empty(shapes.full, dtype=a.dtype)
+        result, staging = full_c.reshape(shapes.out), None
+    else:
+        view = target
+        if shapes.b_vector:
+            view = view[..., None]
+        if shapes.a_vector:
+            view = view[..., None, :]
+        result, full_c, staging = target, view, None
+        writable = layout_of(view.shape, view.strides, view.itemsize, ("row",), write=True)
+        if writable is None or any(cupy.may_share_memory(target, x)
+                                   for x in (a, b, bias) if x is not None):
+            staging = cupy.ascontiguousarray(view) if read_c else cupy.empty(shapes.full, a.dtype)
+            full_c = staging
+    layout_c = layout_of(full_c.shape, full_c.strides, full_c.itemsize, ("row",), write=True)
+
+    spec = Spec(dtype, layout_a.col, layout_b.col, bias is not None, act, read_c,
+                _flags(v, full_a, full_b, full_c, layout_a, layout_b, layout_c, shapes))
+    launch = Launch(v, p, spec, device, (), (), result=result, copies=tuple(copies),
+                    keep=(full_a, full_b, full_c, bias, a, b))
+    if staging is not None:
+        launch.staging, launch.target = staging, view
+    if shapes.m == 0 or shapes.n == 0 or shapes.count == 0:
+        launch.staging = None  # nothing to compute, nothing to copy back
+        return launch
 
     max_threads, max_smem = _device_limits(device)
-    threads, smem = v.threads_per_block(p), v.shared_memory(p)
+    threads, smem = v.threads_per_block(p), v.shared_memory(p, dtype)
     if threads > max_threads or smem > max_smem:
         raise ValueError(
             f"variant {v.name!r} with {p} needs {threads} threads and {smem} bytes of shared "
             f"memory per block; GPU {device} allows {max_threads} and {max_smem}"
         )
-    grid, block = v.launch(p, m, n)
+    grid, block = v.launch(p, shapes.m, shapes.n)
+    acc = np.float64 if DTYPES[dtype].acc == "double" else np.float32
+    item = a.itemsize
+    for first in range(0, shapes.count, MAX_GRID[2]):
+        count = min(MAX_GRID[2], shapes.count - first)
+        launch.grids.append((*grid, count))
+        launch.args.append((
+            np.uint64(full_a.data.ptr + first * layout_a.batch_stride * item),
+            np.uint64(full_b.data.ptr + first * layout_b.batch_stride * item),
+            np.uint64(full_c.data.ptr + first * layout_c.batch_stride * item),
+            np.int32(shapes.m), np.int32(shapes.n), np.int32(shapes.k),
+            np.int32(layout_a.ld), np.int32(layout_b.ld), np.int32(layout_c.ld),
+            np.int64(layout_a.batch_stride), np.int64(layout_b.batch_stride),
+            np.int64(layout_c.batch_stride),
+            np.uint64(bias.data.ptr if bias is not None else 0), acc(alpha), acc(beta),
+        ))
+    launch.grid, launch.block = launch.grids[0], block
+    return launch
 
-    a, lda = _operand(a, "row")
-    b, ldb = _operand(b, v.b_order)
-    overlaps = out is not None and (cupy.may_share_memory(out, a) or cupy.may_share_memory(out, b))
-    c = cupy.empty((m, n), dtype=a.dtype) if out is None or overlaps else out
-    ldc = _leading_dim(c, "row")
-    aligned = (all(x.data.ptr % 16 == 0 for x in (a, b, c)) and k % 4 == 0 and n % 4 == 0
-               and lda % 4 == 0 and ldb % 4 == 0 and ldc % 4 == 0)
-    flags = {f: {"aligned": aligned}[f] for f in v.flags}
-    args = (a, b, c, np.int32(m), np.int32(n), np.int32(k),
-            np.int32(lda), np.int32(ldb), np.int32(ldc))
-    result = out if out is not None else c
-    return Launch(v, p, a.dtype.name, flags, device, grid, block, args, result,
-                  c if c is not result else None)
+
+def _flags(v: Variant, full_a, full_b, full_c, layout_a: Layout, layout_b: Layout,
+           layout_c: Layout, shapes: Shapes) -> tuple[tuple[str, bool], ...]:
+    """The variant's boolean specialisations for these operands (``aligned``: every group
+    of four elements along a contiguous dimension starts at a 4-element boundary and
+    lies wholly inside the matrix)."""
+    flags = {}
+    for flag in v.flags:
+        if flag != "aligned":
+            raise ValueError(f"variant {v.name!r} declares the unknown flag {flag!r}")
+        item = full_c.itemsize
+        extents = (shapes.m if layout_a.col else shapes.k,
+                   shapes.k if layout_b.col else shapes.n, shapes.n)
+        flags[flag] = (
+            all(x.data.ptr % (4 * item) == 0 for x in (full_a, full_b, full_c))
+            and all(e % 4 == 0 for e in extents)
+            and all(lay.ld % 4 == 0 and lay.batch_stride % 4 == 0
+                    for lay in (layout_a, layout_b, layout_c)))
+    return tuple(sorted(flags.items()))
 
 
+def _check_operands(a: _Meta, b: _Meta, v: Variant | None, params: dict) -> tuple[str, Shapes]:
+    dtype = check_dtypes(a.dtype, b.dtype)
+    if v is not None:
+        v.check_dtype(dtype)
+        v.resolve(params, dtype)
+    return dtype, matmul_shapes(a.shape, b.shape)
+
+
+def _check_target(name: str, target: Any, shape: tuple[int, ...], dtype: str,
+                  device: int) -> None:
+    import cupy
+
+    if not isinstance(target, cupy.ndarray):
+        raise TypeError(f"{name} must be a CuPy array, got {type(target).__name__}")
+    if target.shape != shape:
+        raise ValueError(f"{name} has shape {target.shape}; a @ b has shape {shape}")
+    if target.dtype.name != dtype:
+        raise TypeError(f"{name} has dtype {target.dtype.name}; a @ b has dtype {dtype}")
+    if target.device.id != device:
+        raise ValueError(f"{name} is on GPU {target.device.id} and the operands on GPU {device}")
+
+
+def _check_bias(bias: Any, n: int, dtype: str, device: int) -> cupy.ndarray:
+    import cupy
+
+    meta = _meta(bias, "bias")
+    bias = _to_cupy(bias)
+    meta = _Meta(bias.shape, bias.dtype) if meta is None else meta
+    if meta.shape != (n,):
+        raise ValueError(
+            f"bias has shape {meta.shape}; it is added per column of the result, so it must "
+            f"have shape ({n},)"
+        )
+    if meta.dtype.name != dtype:
+        raise TypeError(f"bias has dtype {meta.dtype.name}; the product's dtype is {dtype}: "
+                        f"convert with bias.astype({dtype!r})")
+    if bias.device.id != device:
+        raise ValueError(f"bias is on GPU {bias.device.id} and the operands on GPU {device}")
+    return cupy.ascontiguousarray(bias)  # a strided bias (rare, and small) is copied
+
+
+# -- the public calls ------------------------------------------------------------------
 def matmul(a: Any, b: Any, variant: str = DEFAULT_VARIANT, out: cupy.ndarray | None = None,
-           **params: int) -> cupy.ndarray:
-    """``a @ b`` for 2-D float32 GPU matrices, computed by one of xgemm's kernels.
+           *, bias: Any = None, activation: str | None = None, **params: int) -> cupy.ndarray:
+    """``a @ b`` with numpy.matmul's semantics, computed by one of xgemm's kernels, with an
+    optional fused epilogue: ``activation(a @ b + bias)``.
 
     Args:
-        a: an (M, K) CuPy array, or any GPU array with ``__cuda_array_interface__`` or
-            ``__dlpack__`` (a PyTorch CUDA tensor): read in place, no copy.
-        b: a (K, N) GPU array, likewise.
+        a, b: CuPy arrays, or any GPU arrays with ``__cuda_array_interface__`` or
+            ``__dlpack__`` (PyTorch CUDA tensors), of one dtype: float32, float64,
+            float16 or bfloat16 (the 16-bit types accumulate in float32). 1-D operands
+            and broadcast batch dimensions follow numpy.matmul; a batch runs in one launch.
         variant: a name from :func:`xgemm.variants`, or "auto" (the default): the variant
-            and parameters that ``xgemm.tune`` found fastest for this GPU and a shape like
-            this one, or, for shapes never tuned, the heuristic of :func:`xgemm.tune.heuristic`.
-        out: optional (M, N) float32 CuPy array on the same device, written in place.
+            and parameters that ``xgemm.tune`` found fastest for this GPU, dtype and a
+            shape like this one, else the heuristic of :func:`xgemm.tune.heuristic`.
+        out: optional CuPy array of the result's shape and dtype, written in place (an
+            ``out`` that overlaps ``a`` or ``b`` is written through a temporary).
+        bias: optional 1-D array of length N, added to every row of the product.
+        activation: None, "relu", "gelu" (the tanh form) or "silu", applied last.
         **params: the variant's tile parameters (``tile=16``, ``BM=64``...); those left
             out take the variant's defaults.
 
     Returns:
-        The (M, N) product as a CuPy array (``out`` itself when given).
+        The product as a CuPy array (``out`` itself when given).
 
-    Operands are read in place when the kernel can address them with a leading
-    dimension: a row-major A (slices of a larger array included), and B row-major, or
-    column-major (a transposed view ``w.T``) for ``transposed_b``. Any other layout is
-    copied once to the one the kernel reads.
+    Layouts: every operand with a unit stride in one of its last two dimensions (C- or
+    F-ordered, transposed views ``w.T``, slices of larger arrays) is read in place, by
+    a kernel specialised for its layout. Only operands with no unit stride there (a step
+    slice, negative strides), or whose batch dimensions no single stride can walk, are
+    copied once; ``prepare(...).copies`` names them.
 
     Every check happens before anything is compiled or launched: unknown variants and
-    parameters and broken constraints raise ValueError, host arrays and wrong dtypes
-    TypeError, mismatched shapes ValueError.
+    parameters and broken constraints raise ValueError, host arrays, wrong or mixed
+    dtypes TypeError, shapes numpy.matmul refuses ValueError.
 
     Example:
         >>> import cupy as cp, xgemm
-        >>> a = cp.random.standard_normal((1000, 700), dtype=cp.float32)
-        >>> b = cp.random.standard_normal((700, 300), dtype=cp.float32)
-        >>> c = xgemm.matmul(a, b, variant="tiled", tile=16)
-        >>> bool(cp.allclose(c, a @ b, rtol=1e-4, atol=1e-3))
+        >>> a = cp.random.standard_normal((8, 100, 70), dtype=cp.float32)
+        >>> w = cp.random.standard_normal((30, 70), dtype=cp.float32)
+        >>> bias = cp.random.standard_normal(30, dtype=cp.float32)
+        >>> y = xgemm.matmul(a, w.T, bias=bias, activation="relu")  # (8, 100, 30)
+        >>> bool(cp.allclose(y, cp.maximum(a @ w.T + bias, 0), rtol=1e-4, atol=1e-4))
         True
     """
-    return prepare(a, b, variant, out, **params)()
+    return prepare(a, b, variant, out, bias=bias, activation=activation, **params)()
 
 
-def _check_out(out: Any, shape: tuple[int, int], dtype: np.dtype, device: int) -> None:
-    import cupy
+def gemm(a: Any, b: Any, c: cupy.ndarray, alpha: float = 1.0, beta: float = 0.0, *,
+         variant: str = DEFAULT_VARIANT, bias: Any = None, activation: str | None = None,
+         **params: int) -> cupy.ndarray:
+    """BLAS GEMM in place: ``c = activation(alpha * a @ b + beta * c + bias)``.
 
-    if not isinstance(out, cupy.ndarray):
-        raise TypeError(f"out must be a CuPy array, got {type(out).__name__}")
-    if out.shape != shape:
-        raise ValueError(f"out has shape {out.shape}; a @ b has shape {shape}")
-    if out.dtype != dtype:
-        raise TypeError(f"out has dtype {out.dtype}; a @ b has dtype {dtype}")
-    if out.device.id != device:
-        raise ValueError(f"out is on GPU {out.device.id} and the operands on GPU {device}")
-    if _leading_dim(out, "row") is None:
-        raise ValueError(
-            f"out has strides {out.strides}: the kernels write rows with unit column stride; "
-            "pass a C-contiguous out (or a row slice of one), or out=None"
-        )
+    ``c`` must have the shape and dtype of ``a @ b`` (numpy.matmul's rules, batches
+    included). With ``beta == 0`` (the default) ``c`` is never read, so NaN or garbage
+    in it does not reach the result. Returns ``c``.
+
+    Example:
+        >>> import cupy as cp, xgemm
+        >>> a = cp.random.standard_normal((64, 32), dtype=cp.float32)
+        >>> b = cp.random.standard_normal((32, 16), dtype=cp.float32)
+        >>> c = cp.random.standard_normal((64, 16), dtype=cp.float32)
+        >>> expected = 2 * a @ b + 0.5 * c
+        >>> _ = xgemm.gemm(a, b, c, alpha=2.0, beta=0.5)
+        >>> bool(cp.allclose(c, expected, rtol=1e-4, atol=1e-4))
+        True
+    """
+    if c is None:
+        raise TypeError("gemm needs c, the array it updates in place; for a new array use "
+                        "xgemm.matmul")
+    return prepare(a, b, variant, c=c, alpha=alpha, beta=beta, bias=bias,
+                   activation=activation, **params)()
 
 
-def source(variant: str, dtype: str = "float32", **params: int | bool) -> str:
-    """The CUDA C that ``variant`` compiles for ``params`` (defaults for the rest).
+def source(variant: str, dtype: str = "float32", *, a_col: bool = False, b_col: bool | None = None,
+           bias: bool = False, activation: str = "none", read_c: bool = False,
+           **params: int | bool) -> str:
+    """The CUDA C that ``variant`` compiles for ``params`` (defaults for the rest) and a
+    specialisation: dtype, operand layouts, epilogue.
 
-    Boolean specialisations such as ``aligned`` of ``vectorized`` default to True.
+    Boolean flags such as ``aligned`` of ``vectorized`` default to True; ``b_col``
+    defaults to the first layout the variant reads.
 
     Example:
         >>> import xgemm
         >>> src = xgemm.source("coarse2d", BM=128, BN=128, BK=16, TM=8, TN=8)
         >>> "constexpr int BM = 128, BN = 128, BK = 16, TM = 8, TN = 8;" in src
         True
+        >>> "Activation::relu" in xgemm.source("tiled", "float16", activation="relu")
+        True
     """
     v = get_variant(variant)
-    flags = {f: bool(params.pop(f, True)) for f in v.flags}
-    return v.source(v.resolve(params), dtype, **flags)
+    flags = tuple(sorted((f, bool(params.pop(f, True))) for f in v.flags))
+    if b_col is None:
+        b_col = v.b_layouts[0] == "col"
+    spec = Spec(dtype, a_col, b_col, bias, _parse_activation(activation), read_c, flags)
+    v.check_dtype(dtype)
+    return v.source(v.resolve(params, dtype), spec)

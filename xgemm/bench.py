@@ -28,10 +28,11 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from .api import AUTO, Launch, prepare
-from .registry import get_variant
+from .registry import get_variant, numpy_dtype
 
-#: Relative Frobenius error against cuBLAS above which a variant's result is called wrong.
-CHECK_TOLERANCE = 1e-4
+#: Relative Frobenius error against cuBLAS above which a variant's result is called wrong,
+#: per dtype (cuBLAS and xgemm round differently; the 16-bit types round the output).
+CHECK_TOLERANCE = {"float64": 1e-10, "float32": 1e-4, "float16": 1e-2, "bfloat16": 2e-2}
 #: FP32 lanes per SM on the GPUs this library targets (Ampere GA100 has 64: see fp32_peak).
 FP32_LANES_PER_SM = 128
 
@@ -47,6 +48,8 @@ class Result:
     k: int
     batch: int = 1
     dtype: str = "float32"
+    #: How A and B lie in memory: N (row-major) or T (a transposed view), A's letter first.
+    layout: str = "NN"
     ms: float | None = None
     tflops: float | None = None
     vs_cublas: float | None = None
@@ -63,7 +66,10 @@ class Result:
 
     @property
     def shape(self) -> str:
-        return f"{self.m}x{self.n}x{self.k}"
+        """MxNxK, with the batch first (BxMxNxK) and the layout last (:NT) where not 1, NN."""
+        text = f"{self.batch}x" if self.batch != 1 else ""
+        text += f"{self.m}x{self.n}x{self.k}"
+        return text + (f":{self.layout}" if self.layout != "NN" else "")
 
     def to_json(self) -> dict[str, Any]:
         record = asdict(self)
@@ -193,31 +199,54 @@ def time_launches(launch: Callable[[], object], warmup: int = 3, repeat: int = 3
 
 
 class Problem:
-    """One shape's inputs, shared by cuBLAS and every variant, and cuBLAS's answer."""
+    """One case's inputs, shared by cuBLAS and every variant, and cuBLAS's answer.
 
-    def __init__(self, m: int, n: int, k: int, seed: int | None = None) -> None:
+    ``batch`` > 1 makes A and B stacks of ``batch`` matrices (one launch each);
+    ``layout`` says how A and B lie: "N" row-major, "T" a transposed view of a row-major
+    array (column-major), A's letter first, e.g. "NT" for ``a @ w.T``.
+    """
+
+    def __init__(self, m: int, n: int, k: int, seed: int | None = None, *, batch: int = 1,
+                 layout: str = "NN", dtype: str = "float32") -> None:
         import cupy
 
-        self.m, self.n, self.k = m, n, k
+        if len(layout) != 2 or set(layout) - {"N", "T"}:
+            raise ValueError(f"layout must be NN, NT, TN or TT, got {layout!r}")
+        self.m, self.n, self.k, self.batch, self.layout, self.dtype = m, n, k, batch, layout, dtype
         gen = cupy.random.default_rng(seed)
-        self.a = gen.standard_normal((m, k), dtype=cupy.float32)
-        self.b = gen.standard_normal((k, n), dtype=cupy.float32)
-        self.c = cupy.empty((m, n), cupy.float32)
-        self._b_col = None
-        l2 = cupy.cuda.Device().attributes.get("L2CacheSize", 50 * 2**20)
-        self.flush_l2 = min_bytes(m, n, k) < 4 * l2
-        self.expected = cupy.matmul(self.a, self.b)
+        stack = (batch,) if batch != 1 else ()
 
-    def b_in(self, order: str):
-        """B in the layout a variant reads in place: column-major B is the same values,
-        stored transposed and handed over as the view ``bt.T``."""
+        def operand(rows: int, cols: int, transposed: bool):
+            shape = (*stack, cols, rows) if transposed else (*stack, rows, cols)
+            x = gen.standard_normal(shape, dtype=cupy.float32).astype(numpy_dtype(dtype))
+            return cupy.swapaxes(x, -1, -2) if transposed else x
+
+        self.a = operand(m, k, layout[0] == "T")
+        self.b = operand(k, n, layout[1] == "T")
+        self.c = cupy.empty((*stack, m, n), numpy_dtype(dtype))
+        self._b_other = None
+        l2 = cupy.cuda.Device().attributes.get("L2CacheSize", 50 * 2**20)
+        self.flush_l2 = batch * min_bytes(m, n, k, self.c.itemsize) < 4 * l2
+        try:
+            self.expected = cupy.matmul(self.a, self.b)
+        except TypeError:  # CuPy has no batched bfloat16 matmul: check against float32
+            wide = cupy.matmul(self.a.astype(cupy.float32), self.b.astype(cupy.float32))
+            self.expected = wide.astype(self.c.dtype)
+
+    def b_for(self, layouts: tuple[str, ...]) -> tuple[Any, str]:
+        """B as a variant that reads only ``layouts`` can take it, and the problem's layout
+        as that variant sees it: the same values, stored the other way (a copy made
+        once, outside any timing) when the problem's layout is not among them."""
         import cupy
 
-        if order == "row":
-            return self.b
-        if self._b_col is None:
-            self._b_col = cupy.ascontiguousarray(self.b.T).T
-        return self._b_col
+        have = "col" if self.layout[1] == "T" else "row"
+        if have in layouts:
+            return self.b, self.layout
+        if self._b_other is None:
+            swapped = cupy.swapaxes(self.b, -1, -2)
+            self._b_other = cupy.swapaxes(cupy.ascontiguousarray(swapped), -1, -2) \
+                if have == "row" else cupy.ascontiguousarray(self.b)
+        return self._b_other, self.layout[0] + ("T" if have == "row" else "N")
 
 
 def _relative(c, ref) -> float:
@@ -228,12 +257,23 @@ def _relative(c, ref) -> float:
     return diff / scale if scale else diff
 
 
+def _record(problem: Problem, variant: str, params: dict) -> Result:
+    p = problem
+    return Result(variant, params, p.m, p.n, p.k, batch=p.batch, dtype=p.dtype, layout=p.layout)
+
+
 def bench_cublas(problem: Problem, **timing: Any) -> Result:
-    """cuBLAS SGEMM through ``cupy.matmul`` on the problem's inputs."""
+    """cuBLAS (GEMM, or strided-batched GEMM for a batch) through ``cupy.matmul`` on the
+    problem's inputs."""
     import cupy
 
     p = problem
-    result = Result("cublas", {}, p.m, p.n, p.k)
+    result = _record(p, "cublas", {})
+    try:
+        cupy.matmul(p.a, p.b, out=p.c)
+    except TypeError as exc:  # e.g. batched bfloat16, which CuPy does not multiply
+        result.status, result.error = "error", f"cupy.matmul: {exc}"
+        return result
     times = time_launches(lambda: cupy.matmul(p.a, p.b, out=p.c), flush_l2=p.flush_l2, **timing)
     _fill(result, times, None)
     result.vs_cublas = 1.0
@@ -245,19 +285,19 @@ def plan(problem: Problem, name: str, params: dict[str, int] | None = None
     """Check ``name`` at ``params`` on the problem: a Launch ready to compile, or None with
     the record's status "invalid" and the rule it broke. ``name`` may be "auto"."""
     p = problem
-    result = Result(name, dict(params or {}), p.m, p.n, p.k)
+    result = _record(p, name, dict(params or {}))
     try:
         if name == AUTO:
-            from .tuning import choose
-
-            picked, chosen = choose(p.m, p.n, p.k, "float32", p.a.device.id)
-            result.params = {"variant": picked, **chosen}
-        else:
-            picked, chosen = name, get_variant(name).resolve(params)
-            result.params = chosen
-        b = p.b_in(get_variant(picked).b_order)
-        return prepare(p.a, b, picked, out=p.c, **chosen), result
-    except ValueError as exc:  # a broken constraint, or beyond this GPU's limits
+            launch = prepare(p.a, p.b, AUTO, out=p.c)
+            result.params = {"variant": launch.variant.name, **launch.params}
+            return launch, result
+        variant = get_variant(name)
+        result.params = variant.resolve(params, p.dtype)
+        b, read_as = p.b_for(variant.b_layouts)
+        if read_as != p.layout:  # noted beside the parameters in the table
+            result.extra["read_as"] = read_as
+        return prepare(p.a, b, name, out=p.c, **result.params), result
+    except (ValueError, TypeError) as exc:  # a broken constraint, a dtype it lacks, limits
         result.status, result.error = "invalid", str(exc)
         return None, result
 
@@ -298,7 +338,7 @@ def measure(problem: Problem, launch: Launch, result: Result, cublas_ms: float |
         p.c.fill(cupy.nan)
         launch()
         result.error_vs_cublas = _relative(p.c, p.expected)
-        if not result.error_vs_cublas < CHECK_TOLERANCE:
+        if not result.error_vs_cublas < CHECK_TOLERANCE[p.dtype]:
             result.status = "wrong result"
             result.error = f"error {result.error_vs_cublas:.3g} against cuBLAS"
             return result
@@ -327,22 +367,48 @@ def _fill(result: Result, times: Sequence[float], cublas_ms: float | None) -> No
     result.runs = len(times)
     result.ms = statistics.median(times)
     result.ms_min, result.ms_max = min(times), max(times)
-    result.tflops = flops(result.m, result.n, result.k) / (result.ms * 1e-3) / 1e12
+    result.tflops = flops(result.m, result.n, result.k, result.batch) / (result.ms * 1e-3) / 1e12
     if cublas_ms:
         result.vs_cublas = cublas_ms / result.ms
 
 
-def run(variants: Iterable[str], shapes: Iterable[tuple[int, int, int]],
-        params: dict[str, dict[str, int]] | None = None, **timing: Any) -> list[Result]:
-    """cuBLAS and each variant (at its defaults, or at ``params[name]``) on each shape."""
-    return list(iterate(list(variants), list(shapes), params, **timing))
+def run(variants: Iterable[str], shapes: Iterable[tuple],
+        params: dict[str, dict[str, int]] | None = None, dtype: str = "float32",
+        **timing: Any) -> list[Result]:
+    """cuBLAS and each variant (at its defaults, or at ``params[name]``) on each shape:
+    (M, N, K), or (M, N, K, batch, layout) as :func:`parse_case` gives."""
+    return list(iterate(list(variants), list(shapes), params, dtype, **timing))
 
 
-def iterate(variants: Sequence[str], shapes: Sequence[tuple[int, int, int]],
-            params: dict[str, dict[str, int]] | None = None, **timing: Any) -> Iterator[Result]:
+def parse_case(text: str) -> tuple[int, int, int, int, str]:
+    """``MxNxK``, ``BxMxNxK`` (a batch of B products) and either with ``:NT`` (a layout:
+    N row-major, T transposed, A's letter first) -> (M, N, K, batch, layout).
+
+    >>> parse_case("64x512x512x64:NT")
+    (512, 512, 64, 64, 'NT')
+    """
+    dims, _, layout = text.upper().partition(":")
+    try:
+        sizes = [int(x) for x in dims.split("X")]
+    except ValueError:
+        sizes = []
+    if len(sizes) not in (3, 4) or min(sizes) < 1:
+        raise ValueError(f"{text!r} is not MxNxK or BxMxNxK with positive sizes, "
+                         "optionally with :NN/:NT/:TN/:TT, e.g. 64x512x512x64:NT")
+    layout = layout or "NN"
+    if len(layout) != 2 or set(layout) - {"N", "T"}:
+        raise ValueError(f"{text!r}: the layout after ':' is NN, NT, TN or TT")
+    batch = sizes.pop(0) if len(sizes) == 4 else 1
+    return sizes[0], sizes[1], sizes[2], batch, layout
+
+
+def iterate(variants: Sequence[str], shapes: Sequence[tuple],
+            params: dict[str, dict[str, int]] | None = None, dtype: str = "float32",
+            **timing: Any) -> Iterator[Result]:
     """Like :func:`run`, one result at a time (cuBLAS first for each shape)."""
-    for m, n, k in shapes:
-        problem = Problem(m, n, k)
+    for case in shapes:
+        m, n, k, batch, layout = (*case, 1, "NN")[:5] if len(case) == 3 else case
+        problem = Problem(m, n, k, batch=batch, layout=layout, dtype=dtype)
         cublas = bench_cublas(problem, **timing)
         yield cublas
         for name in variants:
@@ -351,6 +417,12 @@ def iterate(variants: Sequence[str], shapes: Sequence[tuple[int, int, int]],
 
 
 # -- reporting -------------------------------------------------------------------------
+def _itemsize(dtype: str) -> int:
+    from .registry import DTYPES
+
+    return DTYPES[dtype].itemsize if dtype in DTYPES else 4
+
+
 def best_per_shape(results: Sequence[Result]) -> set[int]:
     """Indices of the fastest correct xgemm variant for each shape (cuBLAS excluded)."""
     best: dict[str, int] = {}
@@ -374,7 +446,9 @@ def rows(results: Sequence[Result], machine: dict[str, Any] | None = None) -> li
     out = []
     for i, r in enumerate(results):
         params = ",".join(f"{k}={v}" for k, v in r.params.items())
-        flop_b = f"{intensity(r.m, r.n, r.k):.1f}"
+        if r.extra.get("read_as"):
+            params += f" (reads {r.extra['read_as']})"
+        flop_b = f"{intensity(r.m, r.n, r.k, _itemsize(r.dtype)):.1f}"
         compile_s = f"{r.compile_s:.2f}" if r.compile_s is not None else ""
         if r.ok:
             out.append((r.variant, params, r.shape, f"{r.ms:.3f}", f"{r.tflops:.2f}",
@@ -412,8 +486,8 @@ def read_json(path: str) -> tuple[dict[str, Any], list[Result]]:
 def write_csv(path: str, results: Sequence[Result], machine: dict[str, Any]) -> None:
     peak = machine.get("fp32_peak_tflops")
     best = best_per_shape(results)
-    fields = ["variant", "params", "m", "n", "k", "batch", "dtype", "ms", "ms_min", "ms_max",
-              "tflops", "vs_cublas", "vs_peak", "flop_per_byte", "best", "ok", "error",
+    fields = ["variant", "params", "m", "n", "k", "batch", "dtype", "layout", "ms", "ms_min",
+              "ms_max", "tflops", "vs_cublas", "vs_peak", "flop_per_byte", "best", "ok", "error",
               "compile_s"]
     with open(path, "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=fields, extrasaction="ignore")
@@ -422,7 +496,7 @@ def write_csv(path: str, results: Sequence[Result], machine: dict[str, Any]) -> 
             record = r.to_json()
             record["params"] = ";".join(f"{k}={v}" for k, v in r.params.items())
             record["vs_peak"] = r.tflops / peak if (r.ok and peak) else None
-            record["flop_per_byte"] = intensity(r.m, r.n, r.k)
+            record["flop_per_byte"] = intensity(r.m, r.n, r.k, _itemsize(r.dtype))
             record["best"] = i in best
             writer.writerow(record)
 

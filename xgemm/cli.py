@@ -20,6 +20,15 @@ def _shape(text: str) -> tuple[int, int, int]:
     return m, n, k
 
 
+def _case(text: str) -> tuple[int, int, int, int, str]:
+    from .bench import parse_case
+
+    try:
+        return parse_case(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def _list(text: str) -> list[str]:
     return [x for x in text.split(",") if x]
 
@@ -33,9 +42,12 @@ def _parser() -> argparse.ArgumentParser:
                        help="comma-separated names, 'auto' among them (default: all)")
     bench.add_argument("--sizes", type=lambda t: [int(x) for x in _list(t)],
                        help="square sizes, comma-separated (default: 128..8192, powers of 2)")
-    bench.add_argument("--shapes", type=lambda t: [_shape(x) for x in _list(t)], default=[],
-                       help="extra MxNxK shapes, comma-separated")
-    bench.add_argument("--dtype", default="float32", choices=["float32"])
+    bench.add_argument("--shapes", type=lambda t: [_case(x) for x in _list(t)], default=[],
+                       help="extra cases, comma-separated: MxNxK, BxMxNxK (a batch of B), "
+                            "either with :NT, :TN or :TT (A, B transposed views), "
+                            "e.g. 64x512x512x64,4096x4096x4096:NT")
+    bench.add_argument("--dtype", default="float32",
+                       choices=["float32", "float64", "float16", "bfloat16"])
     bench.add_argument("--repeat", type=int, default=30, help="timed launches per point")
     bench.add_argument("--warmup", type=int, default=3, help="untimed launches first")
     _outputs(bench)
@@ -163,7 +175,8 @@ def _bench(args: argparse.Namespace) -> int:
     for name in names:
         if name != "auto":
             get_variant(name)  # an unknown name fails here, with suggestions, before any work
-    shapes = [(s, s, s) for s in (args.sizes or ([] if args.shapes else DEFAULT_SIZES))]
+    shapes = [(s, s, s, 1, "NN")
+              for s in (args.sizes or ([] if args.shapes else DEFAULT_SIZES))]
     shapes += args.shapes
     if not _need_gpu("bench"):
         return 2
@@ -175,7 +188,8 @@ def _bench(args: argparse.Namespace) -> int:
     bar = _progress(len(shapes) * (len(names) + 1))
     interrupted = False
     try:
-        for result in bench.iterate(names, shapes, warmup=args.warmup, repeat=args.repeat):
+        for result in bench.iterate(names, shapes, dtype=args.dtype, warmup=args.warmup,
+                                    repeat=args.repeat):
             results.append(result)
             if bar is not None:
                 bar.set_postfix_str(f"{result.variant} {result.shape}")

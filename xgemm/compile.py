@@ -4,38 +4,64 @@ NVRTC build (no GPU needed) that reports what ptxas did with every variant."""
 from __future__ import annotations
 
 import functools
+import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 
-from .registry import get_variant
+from .registry import Spec, get_variant
 
 #: NVRTC options for every kernel, at run time and in the offline check alike.
 NVRTC_OPTIONS = ("-std=c++17",)
 
 
 @functools.cache
-def _kernel(name: str, params: tuple[tuple[str, int], ...], dtype: str,
-            flags: tuple[tuple[str, bool], ...], device: int):
+def cuda_include_dir() -> str | None:
+    """Where ``cuda_fp16.h`` and ``cuda_bf16.h`` are, for the 16-bit kernels: the CUDA
+    headers wheel (``nvidia-cuda-runtime``) as cuda-pathfinder finds it, else the toolkit
+    under $CUDA_PATH, $CUDA_HOME or /usr/local/cuda; None if neither has them."""
+    candidates = []
+    try:
+        from cuda.pathfinder import find_nvidia_header_directory
+
+        candidates.append(find_nvidia_header_directory("cudart"))
+    except Exception:  # noqa: BLE001  (no cuda-pathfinder, or it found nothing)
+        pass
+    for var in ("CUDA_PATH", "CUDA_HOME"):
+        if os.environ.get(var):
+            candidates.append(os.path.join(os.environ[var], "include"))
+    candidates.append("/usr/local/cuda/include")
+    for folder in candidates:
+        if folder and (Path(folder) / "cuda_fp16.h").is_file():
+            return str(folder)
+    return None
+
+
+def nvrtc_options() -> tuple[str, ...]:
+    include = cuda_include_dir()
+    return NVRTC_OPTIONS + ((f"-I{include}",) if include else ())
+
+
+@functools.cache
+def _kernel(name: str, params: tuple[tuple[str, int], ...], spec: Spec, device: int):
     import cupy
 
     variant = get_variant(name)
-    source = variant.source(dict(params), dtype, **dict(flags))
-    kernel = cupy.RawKernel(source, variant.kernel_name, options=NVRTC_OPTIONS)
+    source = variant.source(dict(params), spec)
+    kernel = cupy.RawKernel(source, variant.kernel_name, options=nvrtc_options())
     kernel.compile()  # now, for the current device, so that errors surface here
     return kernel
 
 
-def get_kernel(name: str, params: Mapping[str, int], dtype: str, flags: Mapping[str, bool],
-               device: int):
-    """The compiled ``cupy.RawKernel`` for a variant at resolved ``params``.
+def get_kernel(name: str, params: Mapping[str, int], spec: Spec, device: int):
+    """The compiled ``cupy.RawKernel`` for a variant at resolved ``params`` and ``spec``.
 
-    Cached in-process by (variant, parameters, dtype, flags, device): the second call for
-    the same key compiles nothing. CuPy's on-disk cache keeps the binaries across
+    Cached in-process by (variant, parameters, spec, device): the second call for the
+    same key compiles nothing. CuPy's on-disk cache keeps the binaries across
     processes, so a new process pays only for the module load.
     """
-    return _kernel(name, tuple(sorted(params.items())), dtype, tuple(sorted(flags.items())),
-                   device)
+    return _kernel(name, tuple(sorted(params.items())), spec, device)
 
 
 #: Statistics of the in-process kernel cache (hits, misses, size).
@@ -84,7 +110,7 @@ def compile_offline(source: str, arch: str, name: str = "kernel.cu") -> PtxasRep
 
     (prog,) = check(nvrtc.nvrtcCreateProgram(source.encode(), name.encode(), 0, [], []))
     try:
-        options = [o.encode() for o in (*NVRTC_OPTIONS, f"--gpu-architecture={arch}",
+        options = [o.encode() for o in (*nvrtc_options(), f"--gpu-architecture={arch}",
                                           "--ptxas-options=-v")]
         (status,) = nvrtc.nvrtcCompileProgram(prog, len(options), options)
         (size,) = check(nvrtc.nvrtcGetProgramLogSize(prog))

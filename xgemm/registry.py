@@ -16,6 +16,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import CodeType
 
+import numpy as np
+
 from .render import render
 
 #: Most threads a block may have on every GPU CuPy supports.
@@ -25,8 +27,61 @@ MAX_STATIC_SMEM_BYTES = 48 * 1024
 #: Largest grid: x, y, z.
 MAX_GRID = (2**31 - 1, 65535, 65535)
 
-#: NumPy dtype name -> CUDA C type name.
-CUDA_TYPES = {"float32": "float"}
+
+
+@dataclass(frozen=True)
+class DType:
+    """How one NumPy dtype is computed: its CUDA C type, the type products accumulate in,
+    and its size (``BYTES`` in a declaration's expressions)."""
+
+    cuda: str
+    acc: str
+    itemsize: int
+
+
+#: The dtypes xgemm multiplies, by NumPy name. The 16-bit types accumulate in float.
+DTYPES = {
+    "float32": DType("float", "float", 4),
+    "float64": DType("double", "double", 8),
+    "float16": DType("__half", "float", 2),
+    "bfloat16": DType("__nv_bfloat16", "float", 2),
+}
+
+
+def numpy_dtype(name: str) -> np.dtype:
+    """The NumPy dtype called ``name``; bfloat16 is ml_dtypes' (imported only for it).
+
+    >>> numpy_dtype("float16").itemsize
+    2
+    """
+    if name == "bfloat16":
+        import ml_dtypes
+
+        return np.dtype(ml_dtypes.bfloat16)
+    return np.dtype(name)
+
+
+#: The activations an epilogue can apply, as the templates name them.
+ACTIVATIONS = ("none", "relu", "gelu", "silu")
+
+
+@dataclass(frozen=True)
+class Spec:
+    """Everything that selects a compiled kernel besides the tile parameters: the dtype,
+    how A and B lie in memory (column-major or not), the fused epilogue and the variant's
+    own boolean flags. Each distinct Spec is rendered and compiled once.
+
+    >>> Spec("float16", b_col=True, activation="relu").read_c
+    False
+    """
+
+    dtype: str = "float32"
+    a_col: bool = False
+    b_col: bool = False
+    bias: bool = False
+    activation: str = "none"
+    read_c: bool = False  # the epilogue adds beta * C (False when beta == 0: C is not read)
+    flags: tuple[tuple[str, bool], ...] = ()
 
 
 def cdiv(a: int, b: int) -> int:
@@ -72,11 +127,13 @@ class Variant:
     block: tuple[str, ...]
     #: Grid shape, as expressions over the parameters and M, N.
     grid: tuple[str, ...]
-    #: Bytes of static shared memory a block uses.
+    #: Bytes of static shared memory a block uses (``BYTES``: the size of one element).
     smem_bytes: str = "0"
-    #: How the kernel reads B: "row" (B[k][n] at k * ldb + n) or "col" (at n * ldb + k).
-    b_order: str = "row"
-    dtypes: tuple[str, ...] = ("float32",)
+    #: The layouts the kernel reads A and B in: "row" (element (r, c) at r * ld + c)
+    #: and/or "col" (at c * ld + r, e.g. a transposed view).
+    a_layouts: tuple[str, ...] = ("row", "col")
+    b_layouts: tuple[str, ...] = ("row", "col")
+    dtypes: tuple[str, ...] = tuple(DTYPES)
     #: Boolean specialisations picked per call from the operands (e.g. "aligned").
     flags: tuple[str, ...] = ()
     kernel_name: str = field(init=False)
@@ -86,16 +143,19 @@ class Variant:
         object.__setattr__(self, "kernel_name", f"xgemm_{self.name}")
 
     # -- parameters ------------------------------------------------------------------
-    def resolve(self, params: Mapping[str, object] | None = None) -> Params:
-        """Fill in defaults and check ``params``; raise ValueError naming any broken rule.
+    def resolve(self, params: Mapping[str, object] | None = None,
+                dtype: str = "float32") -> Params:
+        """Fill in defaults and check ``params`` for ``dtype``; raise ValueError naming any
+        broken rule (TypeError if the variant does not support ``dtype``).
 
         >>> import xgemm
         >>> xgemm.get_variant("tiled").resolve({"tile": 32})
         {'tile': 32}
         """
         params = dict(params or {})
+        self.check_dtype(dtype)
         try:
-            key = tuple(sorted(params.items()))
+            key = (dtype, *sorted(params.items()))
             return dict(self._resolved[key])  # matmul resolves on every call: check once
         except (KeyError, TypeError):
             pass
@@ -118,42 +178,52 @@ class Variant:
                     f"variant {self.name!r}: parameter {name} must be a positive int, got {value!r}"
                 )
             resolved[name] = int(value)
-        broken = self.broken_rules(resolved)
+        broken = self.broken_rules(resolved, dtype)
         if broken:
             values = ", ".join(f"{k}={v}" for k, v in resolved.items())
             raise ValueError(
-                f"variant {self.name!r} with {values} breaks: " + "; ".join(broken)
+                f"variant {self.name!r} with {values} for {dtype} breaks: " + "; ".join(broken)
                 + f". The defaults ({', '.join(f'{k}={v}' for k, v in self.defaults.items())})"
                 " meet every rule."
             )
         self._resolved[key] = dict(resolved)
         return resolved
 
-    def broken_rules(self, params: Mapping[str, int]) -> list[str]:
-        """The rules ``params`` breaks, each as text with the values it saw (empty if none)."""
+    def check_dtype(self, dtype: str) -> None:
+        """TypeError unless this variant multiplies ``dtype``."""
+        if dtype not in self.dtypes:
+            able = [v.name for v in _REGISTRY.values() if dtype in v.dtypes]
+            raise TypeError(
+                f"variant {self.name!r} supports {', '.join(self.dtypes)}, not {dtype}"
+                + (f"; for {dtype} use one of {', '.join(able)}" if able else "")
+            )
+
+    def broken_rules(self, params: Mapping[str, int], dtype: str = "float32") -> list[str]:
+        """The rules ``params`` breaks for ``dtype``, each as text with the values it saw
+        (empty if none)."""
         threads = self.threads_per_block(params)
-        names = {**params, "THREADS": threads}
+        names = {**params, "THREADS": threads, "BYTES": DTYPES[dtype].itemsize}
         broken = [rule for rule in self.constraints if not _eval(rule, names)]
         if threads > MAX_THREADS_PER_BLOCK:
             broken.append(f"threads per block {threads} <= {MAX_THREADS_PER_BLOCK}")
-        smem = _eval(self.smem_bytes, params)
+        smem = self.shared_memory(params, dtype)
         if smem > MAX_STATIC_SMEM_BYTES:
             broken.append(f"shared memory {smem} bytes <= {MAX_STATIC_SMEM_BYTES}")
         return broken
 
-    def points(self) -> Iterator[Params]:
-        """Every point of the sweep space that meets the constraints."""
+    def points(self, dtype: str = "float32") -> Iterator[Params]:
+        """Every point of the sweep space that meets the constraints for ``dtype``."""
         names = list(self.space)
         for values in itertools.product(*(self.space[n] for n in names)):
             point = dict(zip(names, values, strict=True))
-            if not self.broken_rules(point):
+            if not self.broken_rules(point, dtype):
                 yield point
 
-    def corners(self) -> list[Params]:
+    def corners(self, dtype: str = "float32") -> list[Params]:
         """The valid points whose every parameter sits at its smallest or largest value,
         plus the defaults: the points the GPU tests run."""
         extremes = {n: {min(vs), max(vs)} for n, vs in self.space.items()}
-        found = [p for p in self.points() if all(p[n] in extremes[n] for n in p)]
+        found = [p for p in self.points(dtype) if all(p[n] in extremes[n] for n in p)]
         defaults = dict(self.defaults)
         return [defaults] + [p for p in found if p != defaults]
 
@@ -161,6 +231,22 @@ class Variant:
         """Every combination of this variant's boolean specialisations."""
         for values in itertools.product((True, False), repeat=len(self.flags)):
             yield dict(zip(self.flags, values, strict=True))
+
+    def specs(self, dtype: str = "float32") -> Iterator[Spec]:
+        """The specialisations the compile check builds for ``dtype``: every layout pair
+        and flag combination with the plain epilogue, then each epilogue option on its own
+        (the options are independent lines of the shared store code)."""
+        for a_layout, b_layout, flags in itertools.product(
+                self.a_layouts, self.b_layouts, list(self.flag_values())):
+            yield Spec(dtype, a_layout == "col", b_layout == "col",
+                       flags=tuple(sorted(flags.items())))
+        base = dict(dtype=dtype, a_col=self.a_layouts[0] == "col",
+                    b_col=self.b_layouts[0] == "col",
+                    flags=tuple(sorted(next(self.flag_values()).items())))
+        yield Spec(**base, bias=True)
+        yield Spec(**base, read_c=True)
+        for activation in ACTIVATIONS[1:]:
+            yield Spec(**base, activation=activation)
 
     # -- launch geometry -------------------------------------------------------------
     def threads_per_block(self, params: Mapping[str, int]) -> int:
@@ -185,23 +271,32 @@ class Variant:
                 )
         return grid, block
 
-    def shared_memory(self, params: Mapping[str, int]) -> int:
-        return _eval(self.smem_bytes, params)
+    def shared_memory(self, params: Mapping[str, int], dtype: str = "float32") -> int:
+        return _eval(self.smem_bytes, {**params, "BYTES": DTYPES[dtype].itemsize})
 
     # -- source ----------------------------------------------------------------------
-    def source(self, params: Mapping[str, int], dtype: str = "float32", **flags: bool) -> str:
-        """The rendered CUDA C for ``params`` (already resolved), ``dtype`` and ``flags``."""
-        if dtype not in self.dtypes:
-            raise TypeError(
-                f"variant {self.name!r} supports {', '.join(self.dtypes)}, not {dtype}"
+    def source(self, params: Mapping[str, int], spec: Spec = Spec()) -> str:  # noqa: B008
+        """The rendered CUDA C for ``params`` (already resolved) and ``spec``."""
+        self.check_dtype(spec.dtype)
+        for operand, col, layouts in (("A", spec.a_col, self.a_layouts),
+                                      ("B", spec.b_col, self.b_layouts)):
+            if ("col" if col else "row") not in layouts:
+                raise ValueError(
+                    f"variant {self.name!r} reads {operand} {' or '.join(layouts)}-major only"
+                )
+        if spec.activation not in ACTIVATIONS:
+            raise ValueError(
+                f"unknown activation {spec.activation!r}: choose one of {', '.join(ACTIVATIONS)}"
             )
-        missing = set(self.flags) - set(flags)
-        extra = set(flags) - set(self.flags)
-        if missing or extra:
+        flags = dict(spec.flags)
+        if set(flags) != set(self.flags):
             raise ValueError(
                 f"variant {self.name!r} takes the flags {list(self.flags)}, got {sorted(flags)}"
             )
-        return render(self.template, dtype=CUDA_TYPES[dtype], **params, **flags)
+        dtype = DTYPES[spec.dtype]
+        return render(self.template, dtype=dtype.cuda, acc=dtype.acc, a_col=spec.a_col,
+                      b_col=spec.b_col, bias=spec.bias, activation=spec.activation,
+                      read_c=spec.read_c, **params, **flags)
 
 
 _REGISTRY: dict[str, Variant] = {}
@@ -236,8 +331,8 @@ def get_variant(name: str) -> Variant:
     """The variant called ``name``; ValueError listing the names (closest first) otherwise.
 
     >>> import xgemm
-    >>> xgemm.get_variant("tiled").b_order
-    'row'
+    >>> xgemm.get_variant("transposed_b").b_layouts
+    ('col',)
     """
     try:
         return _REGISTRY[name]

@@ -112,9 +112,7 @@ class TuneCache:
             return None
         try:
             variant = get_variant(entry["variant"])
-            params = variant.resolve(entry["params"])
-            if dtype not in variant.dtypes:
-                raise ValueError(f"it does not support {dtype}")
+            params = variant.resolve(entry["params"], dtype)
         except (KeyError, TypeError, ValueError) as exc:
             warnings.warn(f"ignoring the stale tuning entry {key!r} in {self.path}: {exc}",
                           stacklevel=3)
@@ -230,7 +228,7 @@ def sweep(variant: str, m: int, n: int, k: int, *, space: Mapping[str, Sequence[
           strategy: str = "exhaustive", max_points: int | None = None,
           seconds: float | None = None, seed: int | None = None, problem: Any = None,
           progress: bool | None = None, compile_threads: int | None = None,
-          warmup: int = 2, repeat: int = 10) -> SweepResults:
+          warmup: int = 2, repeat: int = 10, dtype: str = "float32") -> SweepResults:
     """Time every point of ``variant``'s space on an (m, k) @ (k, n) problem.
 
     Every point gets a record: "ok" (time, TFLOP/s, fraction of cuBLAS), "invalid" (the
@@ -243,6 +241,7 @@ def sweep(variant: str, m: int, n: int, k: int, *, space: Mapping[str, Sequence[
             ``max_points`` are timed or ``seconds`` have passed).
         max_points, seconds: budgets (either strategy).
         compile_threads: threads compiling at once (default: the CPU count).
+        dtype: the operands' dtype (float32, float64, float16 or bfloat16).
 
     Example:
         >>> res = sweep("tiled", 1024, 1024, 1024)  # doctest: +SKIP
@@ -256,7 +255,7 @@ def sweep(variant: str, m: int, n: int, k: int, *, space: Mapping[str, Sequence[
     if strategy == "random":
         random.Random(seed).shuffle(points)
     if problem is None:
-        problem = bench.Problem(m, n, k)
+        problem = bench.Problem(m, n, k, dtype=dtype)
     cublas = bench.bench_cublas(problem, warmup=warmup, repeat=repeat)
 
     results = SweepResults()
@@ -304,7 +303,7 @@ def tune(m: int, n: int, k: int, dtype: str = "float32", variants: Iterable[str]
     from . import bench
 
     names = list(variants or [v for v in registry.variants() if dtype in get_variant(v).dtypes])
-    problem = bench.Problem(m, n, k)
+    problem = bench.Problem(m, n, k, dtype=dtype)
     results = SweepResults()
     for name in names:
         results.extend(sweep(name, m, n, k, problem=problem, progress=progress, **sweep_options))

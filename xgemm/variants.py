@@ -3,7 +3,10 @@
 Adding a variant means a template under ``kernels/gemm/`` and one ``register(Variant(...))``
 here; the tests, the compile check and the benchmark walk the registry and pick it up.
 Expressions are Python over the template's own parameter names, plus ``THREADS`` (threads
-per block) in constraints and ``M``, ``N`` (the output's shape) in the grid.
+per block) and ``BYTES`` (the size of one element of the dtype) in constraints and shared
+memory, and ``M``, ``N`` (the output's shape) in the grid. Every variant reads A and B
+row- or column-major and takes float32, float64, float16 and bfloat16 unless its
+declaration says otherwise (``a_layouts``, ``b_layouts``, ``dtypes``).
 
 Defaults are the fastest point of each space at 4096 x 4096 x 4096 on an H100 (from
 ``xgemm.bench.sweep``), except coarse2d, which keeps the seed text's configuration.
@@ -42,7 +45,7 @@ register(Variant(
     constraints=[],
     block=("tile", "tile"),
     grid=("cdiv(N, tile)", "cdiv(M, tile)"),
-    smem_bytes="4 * 2 * tile * tile",
+    smem_bytes="BYTES * 2 * tile * (tile + 1)",
 ))
 
 register(Variant(
@@ -55,12 +58,13 @@ register(Variant(
         "BM % TM == 0",
         "THREADS % 32 == 0",         # whole warps
         "THREADS <= 512",            # at 1024 a thread gets 64 registers and ptxas spills
+        "BYTES < 8 or THREADS * TM < 8192",  # float64 takes two registers a value: spills
         "BM * BK % THREADS == 0",    # every thread loads as many elements of A's tile
         "BK * BN % THREADS == 0",    # and of B's
     ],
     block=("BM * BN // TM",),
     grid=("cdiv(N, BN)", "cdiv(M, BM)"),
-    smem_bytes="4 * (BM * BK + BK * BN)",
+    smem_bytes="BYTES * (BM * BK + BK * BN)",
 ))
 
 register(Variant(
@@ -75,10 +79,13 @@ register(Variant(
         "THREADS % 32 == 0",
         "BM * BK % THREADS == 0",
         "BK * BN % THREADS == 0",
+        # float64 takes two registers a value: past 256 threads, or 16 values staged per
+        # thread from global memory, ptxas spills
+        "BYTES < 8 or THREADS <= 256 and (BM + BN) * BK // THREADS <= 16",
     ],
     block=("(BM // TM) * (BN // TN)",),
     grid=("cdiv(N, BN)", "cdiv(M, BM)"),
-    smem_bytes="4 * (BM * BK + BK * BN)",
+    smem_bytes="BYTES * (BM * BK + BK * BN)",
 ))
 
 register(Variant(
@@ -94,10 +101,11 @@ register(Variant(
         "THREADS % 32 == 0",
         "BM * BK // 4 % THREADS == 0",
         "BK * BN // 4 % THREADS == 0",
+        "BYTES < 8 or THREADS <= 256",  # float64: two registers a value, spills beyond
     ],
     block=("(BM // TM) * (BN // TN)",),
     grid=("cdiv(N, BN)", "cdiv(M, BM)"),
-    smem_bytes="4 * (BM * BK + BK * BN)",
+    smem_bytes="BYTES * (BM * BK + BK * BN)",
     flags=("aligned",),
 ))
 
@@ -110,6 +118,6 @@ register(Variant(
     constraints=[],
     block=("tile", "tile"),
     grid=("cdiv(N, tile)", "cdiv(M, tile)"),
-    smem_bytes="4 * tile * (2 * tile + 1)",
-    b_order="col",
+    smem_bytes="BYTES * 2 * tile * (tile + 1)",
+    b_layouts=("col",),
 ))

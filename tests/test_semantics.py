@@ -1,0 +1,235 @@
+"""numpy.matmul semantics, BLAS gemm and the fused epilogues, on the GPU, for every dtype:
+1-D operands, broadcast batches, zero-size dimensions, out=, alpha/beta, bias and
+activations, each against a float64 reference computed from the rounded inputs."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from conftest import DTYPES, TOLERANCE, cupy_dtype, f64, frobenius_error, poisoned
+
+import xgemm
+
+pytestmark = pytest.mark.gpu
+
+# (a shape, b shape): every class of numpy.matmul's shape rules.
+PAIRS = [
+    ((7,), (7,)),                    # vector . vector -> scalar
+    ((7,), (7, 5)),                  # vector @ matrix -> (5,)
+    ((6, 7), (7,)),                  # matrix @ vector -> (6,)
+    ((3, 6, 7), (7,)),               # batch @ vector
+    ((7,), (3, 7, 5)),               # vector @ batch
+    ((8, 33, 19), (19, 21)),         # batch @ matrix: b broadcast (stride 0)
+    ((33, 19), (4, 19, 21)),         # matrix @ batch: a broadcast
+    ((2, 3, 9, 11), (2, 3, 11, 5)),  # two batch dimensions
+    ((2, 1, 9, 11), (3, 11, 5)),     # broadcast inside the batch: (2, 3)
+    ((1, 9, 11), (4, 11, 5)),        # a batch of one against four
+    ((0, 9, 11), (11, 5)),           # an empty batch
+    ((3, 0, 11), (11, 5)),           # M = 0
+    ((9, 11), (11, 0)),              # N = 0
+    ((9, 0), (0, 5)),                # K = 0: zeros
+    ((2, 9, 0), (2, 0, 5)),          # K = 0 in a batch
+    ((0,), (0,)),                    # an empty dot product: 0
+]
+
+
+def _id(pair):
+    return "@".join("x".join(map(str, s)) or "scalar" for s in pair)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("a_shape, b_shape", PAIRS, ids=[_id(p) for p in PAIRS])
+def test_matches_numpy_matmul(rng, a_shape, b_shape, dtype):
+    a, b = rng.array(a_shape, dtype), rng.array(b_shape, dtype)
+    expected = np.matmul(f64(a).get(), f64(b).get())
+    c = xgemm.matmul(a, b)
+    assert c.shape == expected.shape and c.dtype == cupy_dtype(dtype)
+    err = frobenius_error(c, expected)
+    assert err < TOLERANCE[dtype], f"error {err} (seed {rng.seed})"
+
+
+@pytest.mark.parametrize("name", xgemm.variants())
+def test_batches_run_in_one_launch(rng, name):
+    import cupy
+
+    w = rng.matrix(21, 19).T if xgemm.get_variant(name).b_layouts == ("col",) else None
+    a = rng.array((6, 33, 19))
+    b = w if w is not None else rng.array((6, 19, 21))
+    launch = xgemm.prepare(a, b, variant=name)
+    # one argument tuple: one kernel launch, its grid's z the batch
+    assert len(launch.args) == 1 and launch.grid[2] == 6 and launch.copies == ()
+    c = launch()
+    assert frobenius_error(c, cupy.matmul(f64(a), f64(b))) < TOLERANCE["float32"]
+
+
+def test_batch_larger_than_one_grid_dimension(rng):
+    import cupy
+
+    a, b = rng.array((70_000, 3, 5)), rng.array((5, 2))
+    launch = xgemm.prepare(a, b, variant="tiled")
+    assert [g[2] for g in launch.grids] == [65535, 70_000 - 65535]
+    c = launch()
+    assert frobenius_error(c, cupy.matmul(f64(a), f64(b))) < TOLERANCE["float32"]
+
+
+def test_transposed_batches_read_in_place(rng):
+    import cupy
+
+    a = cupy.swapaxes(rng.array((5, 19, 33)), -1, -2)  # a batch of column-major matrices
+    b = cupy.swapaxes(rng.array((5, 21, 19)), -1, -2)
+    launch = xgemm.prepare(a, b, variant="vectorized")
+    assert launch.copies == () and launch.spec.a_col and launch.spec.b_col
+    c = launch()
+    assert frobenius_error(c, cupy.matmul(f64(a), f64(b))) < TOLERANCE["float32"]
+
+
+def test_batch_no_single_stride_walks_is_copied(rng):
+    import cupy
+
+    a, b = rng.array((2, 1, 9, 11)), rng.array((1, 3, 11, 5))
+    launch = xgemm.prepare(a, b, variant="tiled")
+    assert launch.copies == ("a", "b")  # (2, 3) batches with strides (s, 0) and (0, s)
+    assert frobenius_error(launch(), cupy.matmul(f64(a), f64(b))) < TOLERANCE["float32"]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_out_with_batches_and_vectors(rng, dtype):
+    import cupy
+
+    a, b = rng.array((4, 9, 11), dtype), rng.array((11,), dtype)
+    out = poisoned(4, 9, dtype=dtype)
+    assert xgemm.matmul(a, b, out=out) is out
+    assert frobenius_error(out, cupy.matmul(f64(a), f64(b))) < TOLERANCE[dtype]
+    with pytest.raises(ValueError, match=r"out has shape \(4, 9, 1\); a @ b has shape \(4, 9\)"):
+        xgemm.matmul(a, b, out=cupy.empty((4, 9, 1), cupy_dtype(dtype)))
+
+
+def test_out_overlapping_an_input(rng):
+    import cupy
+
+    a = rng.array((3, 16, 16))
+    b = rng.array((3, 16, 16))
+    expected = cupy.matmul(f64(a), f64(b))
+    xgemm.matmul(a, b, out=b)  # b is read while the result goes to b
+    assert frobenius_error(b, expected) < TOLERANCE["float32"]
+    x = rng.array((40, 40))
+    expected = cupy.matmul(f64(x[:20, :20]), f64(x[:20, 20:]))
+    xgemm.matmul(x[:20, :20], x[:20, 20:], out=x[10:30, 10:30])  # windows of one buffer
+    assert frobenius_error(x[10:30, 10:30], expected) < TOLERANCE["float32"]
+
+
+# -- gemm: alpha, beta, in place -----------------------------------------------------------
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("name", xgemm.variants())
+def test_gemm_alpha_beta(rng, name, dtype):
+    import cupy
+
+    b_order = "F" if xgemm.get_variant(name).b_layouts == ("col",) else "C"
+    a, b = rng.matrix(37, 23, dtype=dtype), rng.matrix(23, 29, b_order, dtype)
+    c = rng.matrix(37, 29, dtype=dtype)
+    expected = 2.0 * cupy.matmul(f64(a), f64(b)) - 0.5 * f64(c)
+    assert xgemm.gemm(a, b, c, alpha=2.0, beta=-0.5, variant=name) is c
+    assert frobenius_error(c, expected) < TOLERANCE[dtype], f"seed {rng.seed}"
+
+
+@pytest.mark.parametrize("name", xgemm.variants())
+def test_gemm_beta_zero_never_reads_c(rng, name):
+    import cupy
+
+    b_order = "F" if xgemm.get_variant(name).b_layouts == ("col",) else "C"
+    a, b = rng.matrix(37, 23), rng.matrix(23, 29, b_order)
+    c = poisoned(37, 29)
+    launch = xgemm.prepare(a, b, name, c=c, alpha=3.0, beta=0.0)
+    assert not launch.spec.read_c
+    launch()
+    assert frobenius_error(c, 3.0 * cupy.matmul(f64(a), f64(b))) < TOLERANCE["float32"]
+
+
+def test_gemm_batched_and_c_in_other_layouts(rng):
+    import cupy
+
+    a, b = rng.array((3, 20, 30)), rng.array((30, 10))
+    for c in (rng.array((3, 20, 10)), cupy.swapaxes(rng.array((3, 10, 20)), -1, -2)):
+        expected = 0.5 * cupy.matmul(f64(a), f64(b)) + 2.0 * f64(c)
+        xgemm.gemm(a, b, c, alpha=0.5, beta=2.0, variant="vectorized")
+        assert frobenius_error(c, expected) < TOLERANCE["float32"]
+
+
+def test_gemm_k_zero_scales_c(rng):
+    import cupy
+
+    c = rng.matrix(5, 7)
+    expected = 0.25 * f64(c)
+    xgemm.gemm(cupy.empty((5, 0), cupy.float32), cupy.empty((0, 7), cupy.float32), c,
+               alpha=2.0, beta=0.25)
+    assert frobenius_error(c, expected) < 1e-7
+
+
+def test_gemm_checks_c(rng):
+    import cupy
+
+    a, b = rng.matrix(4, 3), rng.matrix(3, 2)
+    with pytest.raises(ValueError, match=r"c has shape \(2, 4\); a @ b has shape \(4, 2\)"):
+        xgemm.gemm(a, b, cupy.empty((2, 4), cupy.float32))
+    with pytest.raises(TypeError, match="c has dtype float64"):
+        xgemm.gemm(a, b, cupy.empty((4, 2), cupy.float64))
+    with pytest.raises(TypeError, match="alpha must be a real number"):
+        xgemm.gemm(a, b, cupy.empty((4, 2), cupy.float32), alpha="2")
+
+
+# -- fused epilogues -----------------------------------------------------------------------
+def _activate(x, activation):
+    import cupy
+
+    if activation == "relu":
+        return cupy.maximum(x, 0)
+    if activation == "gelu":
+        return 0.5 * x * (1 + cupy.tanh(0.7978845608028654 * (x + 0.044715 * x**3)))
+    if activation == "silu":
+        return x / (1 + cupy.exp(-x))
+    return x
+
+
+@pytest.mark.parametrize("activation", [None, "relu", "gelu", "silu"])
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("name", xgemm.variants())
+def test_epilogue_matches_the_unfused_composition(rng, name, dtype, activation):
+    b_order = "F" if xgemm.get_variant(name).b_layouts == ("col",) else "C"
+    a, b = rng.array((2, 45, 23), dtype), rng.matrix(23, 29, b_order, dtype)
+    bias = rng.array((29,), dtype)
+    c = rng.array((2, 45, 29), dtype)
+    unfused = _activate(1.5 * (f64(a) @ f64(b)) + 0.5 * f64(c) + f64(bias), activation)
+    launch = xgemm.prepare(a, b, name, c=c, alpha=1.5, beta=0.5, bias=bias,
+                           activation=activation)
+    assert len(launch.args) == 1  # one kernel, epilogue included
+    launch()
+    assert frobenius_error(c, unfused) < TOLERANCE[dtype], f"seed {rng.seed}"
+    y = xgemm.matmul(a, b, variant=name, bias=bias, activation=activation)
+    expected = _activate(f64(a) @ f64(b) + f64(bias), activation)
+    assert frobenius_error(y, expected) < TOLERANCE[dtype], f"seed {rng.seed}"
+
+
+def test_bias_is_checked(rng):
+    a, b = rng.matrix(4, 3), rng.matrix(3, 5)
+    with pytest.raises(ValueError, match=r"bias has shape \(4,\).*shape \(5,\)"):
+        xgemm.matmul(a, b, bias=rng.array((4,)))
+    with pytest.raises(TypeError, match="bias has dtype float64"):
+        xgemm.matmul(a, b, bias=rng.array((5,), "float64"))
+    with pytest.raises(TypeError, match=r"bias is a host \(CPU\) array"):
+        xgemm.matmul(a, b, bias=np.ones(5, np.float32))
+
+
+# -- dtypes through PyTorch ------------------------------------------------------------------
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_pytorch_tensors_of_every_dtype(dtype):
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("PyTorch has no CUDA device")
+    t = getattr(torch, dtype)
+    a = torch.randn(3, 70, 40, device="cuda").to(t)
+    w = torch.randn(30, 40, device="cuda").to(t)
+    c = xgemm.matmul(a, w.T)  # a transposed weight, through DLPack, read in place
+    expected = (a.double() @ w.double().T).cpu().numpy()
+    got = torch.from_dlpack(c).double().cpu().numpy()
+    assert got.shape == expected.shape
+    assert np.linalg.norm(got - expected) / np.linalg.norm(expected) < TOLERANCE[dtype]
