@@ -13,6 +13,7 @@ pip install -q --no-deps --no-build-isolation -e . > "$OUT/install.log" 2>&1 || 
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader | tee "$OUT/gpu.txt"
 python3 -c "import cupy; print('cupy', cupy.__version__, 'cuda', cupy.cuda.runtime.runtimeGetVersion())"
 if [ "${SKIP_TESTS:-0}" != 1 ]; then
+  PYTHONPATH=. python3 bench/precompile.py  # every point into CuPy's disk cache, in parallel
   python3 -m pytest -q -p no:cacheprovider -m gpu -rs ${PYTEST_ARGS:-} > "$OUT/pytest.log" 2>&1
   grep -E "^(FAILED|ERROR)" "$OUT/pytest.log" | head -20
   tail -1 "$OUT/pytest.log"

@@ -105,3 +105,18 @@ def poisoned(*shape, dtype: str = "float32"):
     import cupy
 
     return cupy.full(shape, cupy.nan, dtype=cupy.float32).astype(cupy_dtype(dtype))
+
+
+def refuses_dtype(name: str, dtype: str) -> bool:
+    """True (after checking the refusal) when variant ``name`` lacks ``dtype``: a test
+    parametrized over both then has nothing more to run."""
+    import cupy
+
+    import xgemm
+
+    if dtype in xgemm.get_variant(name).dtypes:
+        return False
+    a = cupy.ones((4, 4), dtype=cupy_dtype(dtype))
+    with pytest.raises(TypeError, match=f"supports .*, not {dtype}"):
+        xgemm.matmul(a, a, variant=name)
+    return True

@@ -1,7 +1,7 @@
 """Every variant renders to plain CUDA C and compiles through NVRTC for sm_80 and sm_90
 with no register spills: for every dtype, every point of its sweep space (row-major
-operands, plain store, every flag), and at its defaults every specialisation (each
-layout pair, each epilogue option). No GPU needed: NVRTC comes from the
+operands, plain store, flags on), and at its defaults every specialisation (each layout
+pair with each flag setting, each epilogue option). No GPU needed: NVRTC comes from the
 nvidia-cuda-nvrtc wheel, driven by cuda-bindings, and the 16-bit headers from
 nvidia-cuda-runtime."""
 
@@ -24,8 +24,8 @@ def _cases():
         v = xgemm.get_variant(name)
         for dtype in v.dtypes:
             plain = dict(a_col=v.a_layouts[0] == "col", b_col=v.b_layouts[0] == "col")
-            specs = [Spec(dtype, **plain, flags=tuple(sorted(f.items())))
-                     for f in v.flag_values()]
+            first_flags = tuple(sorted(next(v.flag_values()).items()))  # all True
+            specs = [Spec(dtype, **plain, flags=first_flags)]
             for point in v.points(dtype):
                 for spec in specs:
                     yield name, point, spec

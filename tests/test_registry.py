@@ -10,7 +10,7 @@ ALL = xgemm.variants()
 
 def test_ladder_order():
     assert ALL == ["naive", "coalesced", "tiled", "coarse1d", "coarse2d", "vectorized",
-                   "transposed_b"]
+                   "transposed_b", "warptile", "pipelined", "splitk"]
     assert xgemm.DEFAULT_VARIANT == xgemm.AUTO == "auto"
 
 

@@ -42,10 +42,11 @@ def test_shape_bucket(shape, bucket):
     assert tuning.shape_bucket(*shape) == bucket
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "bfloat16"])
 @pytest.mark.parametrize("shape", [(1, 1, 1), (64, 4096, 64), (4097, 31, 1025), (8192,) * 3])
-def test_heuristic_names_a_valid_point(shape):
-    name, params = tuning.heuristic(*shape)
-    assert xgemm.get_variant(name).resolve(params) == params
+def test_heuristic_names_a_valid_point(shape, dtype):
+    name, params = tuning.heuristic(*shape, dtype)
+    assert xgemm.get_variant(name).resolve(params, dtype) == params
 
 
 def test_cache_path_follows_the_environment(tmp_path, monkeypatch):

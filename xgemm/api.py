@@ -27,6 +27,8 @@ AUTO = "auto"
 DEFAULT_VARIANT = AUTO
 
 _INT_MAX = 2**31 - 1  # the kernels take int sizes and leading dimensions
+#: Most bytes of workspace a split-K launch may take for its partial products.
+MAX_WORKSPACE_BYTES = 2**30
 
 
 # -- what can be checked without the GPU ------------------------------------------------
@@ -388,7 +390,7 @@ def prepare(a: Any, b: Any, variant: str = DEFAULT_VARIANT, out: cupy.ndarray | 
         v = get_variant(name)
         if ("col" if a_col else "row") not in v.a_layouts or \
                 ("col" if b_col else "row") not in v.b_layouts:
-            name, p = heuristic(shapes.m, shapes.n, shapes.k)
+            name, p = heuristic(shapes.m, shapes.n, shapes.k, dtype)
             v = get_variant(name)
         p = v.resolve(p, dtype)
     else:
@@ -440,9 +442,29 @@ def prepare(a: Any, b: Any, variant: str = DEFAULT_VARIANT, out: cupy.ndarray | 
     grid, block = v.launch(p, shapes.m, shapes.n)
     acc = np.float64 if DTYPES[dtype].acc == "double" else np.float32
     item = a.itemsize
-    for first in range(0, shapes.count, MAX_GRID[2]):
-        count = min(MAX_GRID[2], shapes.count - first)
-        launch.grids.append((*grid, count))
+    splits = v.splits_of(p)
+    workspace = splits * shapes.count * shapes.m * shapes.n * np.dtype(acc).itemsize
+    if splits > 1 and workspace > MAX_WORKSPACE_BYTES:
+        raise ValueError(
+            f"variant {v.name!r} with {splits} splits needs {workspace / 2**30:.1f} GiB of "
+            f"workspace for {shapes.count} output(s) of {shapes.m} x {shapes.n} (the limit is "
+            f"{MAX_WORKSPACE_BYTES / 2**30:.0f} GiB): split-K is for small outputs; use "
+            "fewer SPLITS, or 'pipelined'"
+        )
+    per_launch = MAX_GRID[2] // splits  # products per launch: z is product x split
+    extra: tuple = ()
+    if splits > 1:  # split-K: partial products, and a counter per tile of C (zeroed once)
+        tiles = grid[0] * grid[1]
+        partials = cupy.empty(shapes.count * splits * shapes.m * shapes.n, dtype=acc)
+        arrivals = cupy.zeros(shapes.count * tiles, dtype=np.uint32)
+        launch.keep += (partials, arrivals)
+    for first in range(0, shapes.count, per_launch):
+        count = min(per_launch, shapes.count - first)
+        if splits > 1:
+            extra = (np.uint64(partials.data.ptr + first * splits * shapes.m * shapes.n
+                               * partials.itemsize),
+                     np.uint64(arrivals.data.ptr + first * tiles * arrivals.itemsize))
+        launch.grids.append((*grid, count * splits))
         launch.args.append((
             np.uint64(full_a.data.ptr + first * layout_a.batch_stride * item),
             np.uint64(full_b.data.ptr + first * layout_b.batch_stride * item),
@@ -452,6 +474,7 @@ def prepare(a: Any, b: Any, variant: str = DEFAULT_VARIANT, out: cupy.ndarray | 
             np.int64(layout_a.batch_stride), np.int64(layout_b.batch_stride),
             np.int64(layout_c.batch_stride),
             np.uint64(bias.data.ptr if bias is not None else 0), acc(alpha), acc(beta),
+            *extra,
         ))
     launch.grid, launch.block = launch.grids[0], block
     return launch

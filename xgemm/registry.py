@@ -99,6 +99,14 @@ def _eval(expr: str, names: Mapping[str, int]) -> int:
     return eval(_code(expr), {"__builtins__": {}, "cdiv": cdiv}, dict(names))  # noqa: S307
 
 
+def _holds(rule: str, names: Mapping[str, int]) -> bool:
+    """Whether a constraint holds; one that divides by zero (a derived size of 0) does not."""
+    try:
+        return bool(_eval(rule, names))
+    except ZeroDivisionError:
+        return False
+
+
 Params = dict[str, int]
 
 
@@ -134,6 +142,9 @@ class Variant:
     a_layouts: tuple[str, ...] = ("row", "col")
     b_layouts: tuple[str, ...] = ("row", "col")
     dtypes: tuple[str, ...] = tuple(DTYPES)
+    #: Blocks per tile of C, an expression (split-K). Above 1 the kernel takes two more
+    #: arguments: a workspace of SPLITS partial products and a counter per tile of C.
+    splits: str = "1"
     #: Boolean specialisations picked per call from the operands (e.g. "aligned").
     flags: tuple[str, ...] = ()
     kernel_name: str = field(init=False)
@@ -203,7 +214,7 @@ class Variant:
         (empty if none)."""
         threads = self.threads_per_block(params)
         names = {**params, "THREADS": threads, "BYTES": DTYPES[dtype].itemsize}
-        broken = [rule for rule in self.constraints if not _eval(rule, names)]
+        broken = [rule for rule in self.constraints if not _holds(rule, names)]
         if threads > MAX_THREADS_PER_BLOCK:
             broken.append(f"threads per block {threads} <= {MAX_THREADS_PER_BLOCK}")
         smem = self.shared_memory(params, dtype)
@@ -271,6 +282,9 @@ class Variant:
                 )
         return grid, block
 
+    def splits_of(self, params: Mapping[str, int]) -> int:
+        return _eval(self.splits, params)
+
     def shared_memory(self, params: Mapping[str, int], dtype: str = "float32") -> int:
         return _eval(self.smem_bytes, {**params, "BYTES": DTYPES[dtype].itemsize})
 
@@ -294,7 +308,8 @@ class Variant:
                 f"variant {self.name!r} takes the flags {list(self.flags)}, got {sorted(flags)}"
             )
         dtype = DTYPES[spec.dtype]
-        return render(self.template, dtype=dtype.cuda, acc=dtype.acc, a_col=spec.a_col,
+        return render(self.template, kernel_name=self.kernel_name, dtype=dtype.cuda,
+                      acc=dtype.acc, a_col=spec.a_col,
                       b_col=spec.b_col, bias=spec.bias, activation=spec.activation,
                       read_c=spec.read_c, **params, **flags)
 

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from . import registry
-from .registry import get_variant
+from .registry import cdiv, get_variant
 
 #: Environment variable naming the tuning file, instead of the user's cache directory.
 CACHE_ENV = "XGEMM_TUNE_CACHE"
@@ -61,17 +61,32 @@ def shape_bucket(m: int, n: int, k: int) -> str:
     return "x".join(str(_pow2(d)) for d in (m, n, k))
 
 
-def heuristic(m: int, n: int, k: int) -> tuple[str, dict[str, int]]:
+def heuristic(m: int, n: int, k: int, dtype: str = "float32") -> tuple[str, dict[str, int]]:
     """The variant ``auto`` uses for a shape nobody tuned: from the H100 measurements in
-    bench/, the vectorized rung once the output has a million elements or more (where it
-    is fastest), coarse1d for mid-sized outputs, tiled for small ones. All variants are
-    correct for every shape, so this only ever costs speed.
+    bench/: splitk for float32 outputs of at most 2^18 elements with K >= 4096; for
+    outputs of a million elements or more the fastest large-tile rung for the
+    dtype (``pipelined`` for float32, ``vectorized`` for the others), coarse1d for
+    mid-sized outputs, tiled for small ones. All variants are correct for every shape, so
+    this only ever costs speed.
 
     >>> heuristic(4096, 4096, 4096)[0], heuristic(1024, 512, 64)[0], heuristic(64, 64, 64)[0]
-    ('vectorized', 'coarse1d', 'tiled')
+    ('pipelined', 'coarse1d', 'tiled')
+    >>> heuristic(4096, 4096, 4096, "float16")[0]
+    'vectorized'
+    >>> heuristic(128, 128, 65536)[1]["SPLITS"]  # K split across 64 blocks per tile
+    64
     """
     outputs = m * n
-    name = "vectorized" if outputs >= 1 << 20 else "coarse1d" if outputs >= 1 << 18 else "tiled"
+    splitk = get_variant("splitk")
+    if dtype in splitk.dtypes and outputs <= 1 << 18 and k >= 4096:
+        # few tiles of C, a long K: split K until there are two blocks per SM of an H100
+        tiles = cdiv(m, splitk.defaults["BM"]) * cdiv(n, splitk.defaults["BN"])
+        splits = next((s for s in (4, 16, 64) if tiles * s >= 264 or k // s <= 512), 64)
+        return "splitk", {**splitk.defaults, "SPLITS": splits}
+    if outputs >= 1 << 20:
+        name = "pipelined" if dtype in get_variant("pipelined").dtypes else "vectorized"
+    else:
+        name = "coarse1d" if outputs >= 1 << 18 else "tiled"
     return name, dict(get_variant(name).defaults)
 
 
@@ -161,7 +176,7 @@ def choose(m: int, n: int, k: int, dtype: str, device: int) -> tuple[str, dict[s
     """The (variant, parameters) ``auto`` runs: tuned for this GPU and bucket, else the
     heuristic."""
     found = tune_cache().lookup(gpu_name(device), dtype, m, n, k)
-    return found if found is not None else heuristic(m, n, k)
+    return found if found is not None else heuristic(m, n, k, dtype)
 
 
 # -- sweeps ----------------------------------------------------------------------------

@@ -121,3 +121,83 @@ register(Variant(
     smem_bytes="BYTES * 2 * tile * (tile + 1)",
     b_layouts=("col",),
 ))
+
+register(Variant(
+    name="warptile",
+    template="gemm/08_warptile.cu.j2",
+    adds="block tile -> warp tile -> thread tile: a warp's fragment reads are few broadcasts",
+    defaults={"BM": 128, "BN": 128, "BK": 16, "WM": 64, "WN": 32, "WNITER": 2, "TM": 8, "TN": 4,
+              "GROUP": 8},
+    space={"BM": [64, 128], "BN": [64, 128], "BK": [8, 16], "WM": [32, 64], "WN": [32, 64],
+           "WNITER": [2, 4], "TM": [4, 8], "TN": [4], "GROUP": [1, 8]},
+    constraints=[
+        "BM % WM == 0 and BN % WN == 0",
+        # the warp tile is whole steps of 32 thread tiles, WNITER across (WMITER down)
+        "WM * WN % (32 * TM * TN * WNITER) == 0 and WM * WN >= 32 * TM * TN * WNITER"
+        " and WM % (WM * WN // (32 * TM * TN * WNITER) * TM) == 0",
+        "WN % (WNITER * TN) == 0",
+        "WM * WN // 32 <= 128",                              # accumulators a thread holds
+        "THREADS >= 64",
+        "BM * BK // 4 % THREADS == 0",
+        "BK * BN // 4 % THREADS == 0",
+    ],
+    block=("(BM // WM) * (BN // WN) * 32",),
+    grid=("cdiv(N, BN)", "cdiv(M, BM)"),
+    smem_bytes="BYTES * BK * (BM + BN + 4)",
+    dtypes=("float32",),
+    flags=("aligned",),
+))
+
+register(Variant(
+    name="pipelined",
+    template="gemm/09_pipelined.cu.j2",
+    adds="cp.async through a ring of STAGES tiles: loads overlap math; fragments double-buffered",
+    defaults={"BM": 128, "BN": 128, "BK": 16, "WM": 64, "WN": 64, "WNITER": 2, "TM": 4, "TN": 4,
+              "GROUP": 8, "STAGES": 2},
+    space={"BM": [64, 128], "BN": [64, 128], "BK": [8, 16], "WM": [32, 64], "WN": [32, 64],
+           "WNITER": [2, 4], "TM": [4, 8], "TN": [4], "GROUP": [1, 8], "STAGES": [2, 3, 4]},
+    constraints=[
+        "BM % WM == 0 and BN % WN == 0",
+        "WM * WN % (32 * TM * TN * WNITER) == 0 and WM * WN >= 32 * TM * TN * WNITER"
+        " and WM % (WM * WN // (32 * TM * TN * WNITER) * TM) == 0",
+        "WN % (WNITER * TN) == 0",
+        "WM * WN // 32 <= 128",
+        "THREADS >= 64",
+        "THREADS >= 128 or BK == 8",  # with two warps, 16-deep tiles make ptxas spill
+        "BM * BK // 4 % THREADS == 0",
+        "BK * BN // 4 % THREADS == 0",
+    ],
+    block=("(BM // WM) * (BN // WN) * 32",),
+    grid=("cdiv(N, BN)", "cdiv(M, BM)"),
+    smem_bytes="BYTES * STAGES * BK * (BM + BN + 4)",
+    dtypes=("float32",),
+    flags=("aligned",),
+))
+
+register(Variant(
+    name="splitk",
+    template="gemm/09_pipelined.cu.j2",
+    adds="SPLITS blocks share a tile of C over stretches of K; the last adds the partials in order",
+    defaults={"BM": 64, "BN": 64, "BK": 16, "WM": 32, "WN": 32, "WNITER": 2, "TM": 4, "TN": 4,
+              "GROUP": 1, "STAGES": 3, "SPLITS": 16},
+    space={"BM": [64, 128], "BN": [64, 128], "BK": [16], "WM": [32], "WN": [32],
+           "WNITER": [2], "TM": [4], "TN": [4], "GROUP": [1], "STAGES": [2, 3],
+           "SPLITS": [4, 16, 64]},
+    constraints=[
+        "BM % WM == 0 and BN % WN == 0",
+        "WM * WN % (32 * TM * TN * WNITER) == 0 and WM * WN >= 32 * TM * TN * WNITER"
+        " and WM % (WM * WN // (32 * TM * TN * WNITER) * TM) == 0",
+        "WN % (WNITER * TN) == 0",
+        "WM * WN // 32 <= 128",
+        "THREADS >= 64",
+        "THREADS <= 256",  # at 512 threads (128 registers each) ptxas spills
+        "BM * BK // 4 % THREADS == 0",
+        "BK * BN // 4 % THREADS == 0",
+    ],
+    block=("(BM // WM) * (BN // WN) * 32",),
+    grid=("cdiv(N, BN)", "cdiv(M, BM)"),
+    smem_bytes="BYTES * STAGES * BK * (BM + BN + 4)",
+    dtypes=("float32",),
+    flags=("aligned",),
+    splits="SPLITS",
+))

@@ -1,0 +1,45 @@
+"""Compile, in parallel threads, the kernels the GPU test suite needs into CuPy's on-disk
+cache, so that the suite loads them instead of compiling them one after another: every
+float32 point of every variant's space (each flag setting), and at the defaults every
+dtype x layout x flag, and every epilogue the tests use on the first layout.
+
+    python3 bench/precompile.py
+"""
+
+import itertools
+import os
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import cupy
+
+import xgemm
+from xgemm.compile import get_kernel
+from xgemm.registry import ACTIVATIONS, Spec
+
+
+def jobs():
+    for name in xgemm.variants():
+        v = xgemm.get_variant(name)
+        first = dict(a_col=v.a_layouts[0] == "col", b_col=v.b_layouts[0] == "col")
+        flag_sets = [tuple(sorted(f.items())) for f in v.flag_values()]
+        for point, flags in itertools.product(v.points(), flag_sets):
+            yield name, point, Spec(**first, flags=flags)
+        for dtype in v.dtypes:
+            defaults = v.resolve({}, dtype)
+            for a_layout, b_layout, flags in itertools.product(v.a_layouts, v.b_layouts,
+                                                               flag_sets):
+                yield name, defaults, Spec(dtype, a_layout == "col", b_layout == "col",
+                                           flags=flags)
+            for flags, activation, bias, read_c in itertools.product(
+                    flag_sets, ACTIVATIONS, (False, True), (False, True)):
+                yield name, defaults, Spec(dtype, **first, bias=bias, activation=activation,
+                                           read_c=read_c, flags=flags)
+
+
+device = cupy.cuda.Device().id
+todo = list({(name, tuple(p.items()), spec): (name, p, spec) for name, p, spec in jobs()}.values())
+start = time.perf_counter()
+with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
+    list(pool.map(lambda job: get_kernel(*job, device), todo))
+print(f"precompiled {len(todo)} kernels in {time.perf_counter() - start:.0f} s")
