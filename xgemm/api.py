@@ -635,5 +635,4 @@ def source(variant: str, dtype: str = "float32", *, a_col: bool = False, b_col: 
     if b_col is None:
         b_col = v.b_layouts[0] == "col"
     spec = Spec(dtype, a_col, b_col, bias, _parse_activation(activation), read_c, flags)
-    v.check_dtype(dtype)
     return v.source(v.resolve(params, dtype), spec)

@@ -122,6 +122,25 @@ register(Variant(
     b_layouts=("col",),
 ))
 
+# The warp-tiled rungs (8, 9 and splitk) share their geometry and these rules.
+WARP_TILING_RULES = [
+    "BM % WM == 0 and BN % WN == 0",
+    # the warp tile is whole steps of 32 thread tiles, WNITER across (WMITER down)
+    "WM * WN % (32 * TM * TN * WNITER) == 0 and WM * WN >= 32 * TM * TN * WNITER"
+    " and WM % (WM * WN // (32 * TM * TN * WNITER) * TM) == 0",
+    "WN % (WNITER * TN) == 0",
+    "WM * WN // 32 <= 128",                              # accumulators a thread holds
+    "THREADS >= 64",
+    "BM * BK // 4 % THREADS == 0",                       # every thread copies as many groups
+    "BK * BN // 4 % THREADS == 0",
+]
+WARP_TILING = dict(
+    block=("(BM // WM) * (BN // WN) * 32",),
+    grid=("cdiv(N, BN)", "cdiv(M, BM)"),
+    dtypes=("float32",),  # the exact-FFMA FP32 path; 16-bit types go to the tensor-core rungs
+    flags=("aligned",),
+)
+
 register(Variant(
     name="warptile",
     template="gemm/08_warptile.cu.j2",
@@ -130,22 +149,9 @@ register(Variant(
               "GROUP": 8},
     space={"BM": [64, 128], "BN": [64, 128], "BK": [8, 16], "WM": [32, 64], "WN": [32, 64],
            "WNITER": [2, 4], "TM": [4, 8], "TN": [4], "GROUP": [1, 8]},
-    constraints=[
-        "BM % WM == 0 and BN % WN == 0",
-        # the warp tile is whole steps of 32 thread tiles, WNITER across (WMITER down)
-        "WM * WN % (32 * TM * TN * WNITER) == 0 and WM * WN >= 32 * TM * TN * WNITER"
-        " and WM % (WM * WN // (32 * TM * TN * WNITER) * TM) == 0",
-        "WN % (WNITER * TN) == 0",
-        "WM * WN // 32 <= 128",                              # accumulators a thread holds
-        "THREADS >= 64",
-        "BM * BK // 4 % THREADS == 0",
-        "BK * BN // 4 % THREADS == 0",
-    ],
-    block=("(BM // WM) * (BN // WN) * 32",),
-    grid=("cdiv(N, BN)", "cdiv(M, BM)"),
+    constraints=WARP_TILING_RULES,
     smem_bytes="BYTES * BK * (BM + BN + 4)",
-    dtypes=("float32",),
-    flags=("aligned",),
+    **WARP_TILING,
 ))
 
 register(Variant(
@@ -157,21 +163,11 @@ register(Variant(
     space={"BM": [64, 128], "BN": [64, 128], "BK": [8, 16], "WM": [32, 64], "WN": [32, 64],
            "WNITER": [2, 4], "TM": [4, 8], "TN": [4], "GROUP": [1, 8], "STAGES": [2, 3, 4]},
     constraints=[
-        "BM % WM == 0 and BN % WN == 0",
-        "WM * WN % (32 * TM * TN * WNITER) == 0 and WM * WN >= 32 * TM * TN * WNITER"
-        " and WM % (WM * WN // (32 * TM * TN * WNITER) * TM) == 0",
-        "WN % (WNITER * TN) == 0",
-        "WM * WN // 32 <= 128",
-        "THREADS >= 64",
+        *WARP_TILING_RULES,
         "THREADS >= 128 or BK == 8",  # with two warps, 16-deep tiles make ptxas spill
-        "BM * BK // 4 % THREADS == 0",
-        "BK * BN // 4 % THREADS == 0",
     ],
-    block=("(BM // WM) * (BN // WN) * 32",),
-    grid=("cdiv(N, BN)", "cdiv(M, BM)"),
     smem_bytes="BYTES * STAGES * BK * (BM + BN + 4)",
-    dtypes=("float32",),
-    flags=("aligned",),
+    **WARP_TILING,
 ))
 
 register(Variant(
@@ -184,20 +180,10 @@ register(Variant(
            "WNITER": [2], "TM": [4], "TN": [4], "GROUP": [1], "STAGES": [2, 3],
            "SPLITS": [4, 16, 64]},
     constraints=[
-        "BM % WM == 0 and BN % WN == 0",
-        "WM * WN % (32 * TM * TN * WNITER) == 0 and WM * WN >= 32 * TM * TN * WNITER"
-        " and WM % (WM * WN // (32 * TM * TN * WNITER) * TM) == 0",
-        "WN % (WNITER * TN) == 0",
-        "WM * WN // 32 <= 128",
-        "THREADS >= 64",
+        *WARP_TILING_RULES,
         "THREADS <= 256",  # at 512 threads (128 registers each) ptxas spills
-        "BM * BK // 4 % THREADS == 0",
-        "BK * BN // 4 % THREADS == 0",
     ],
-    block=("(BM // WM) * (BN // WN) * 32",),
-    grid=("cdiv(N, BN)", "cdiv(M, BM)"),
     smem_bytes="BYTES * STAGES * BK * (BM + BN + 4)",
-    dtypes=("float32",),
-    flags=("aligned",),
+    **WARP_TILING,
     splits="SPLITS",
 ))
