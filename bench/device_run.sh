@@ -3,6 +3,7 @@
 # default benchmark. Full logs and results go to $OUT (or ./out); short tables come last.
 #   SWEEP="tiled vectorized"  sweep these variants' spaces at SIZE^3 (default 4096)
 #   TUNE_SHAPES="MxNxK,..."   xgemm tune on these shapes, then auto against every default
+#   TUNE_VARIANTS="a,b"       ... only these variants;  TUNE_ARGS="--strategy random ..."
 #   SKIP_TESTS=1              skip the test suite;  BENCH_ARGS="..."  arguments to xgemm bench
 #   CASES="64x512x512x64,4096x4096x4096:NT"  bench these cases (batched, transposed) in
 #                             each of DTYPES (default: float32 float16 bfloat16 float64)
@@ -24,9 +25,11 @@ for v in ${SWEEP:-}; do
 done
 if [ -n "${TUNE_SHAPES:-}" ]; then  # tune, then auto against every variant's defaults, one run
   export XGEMM_TUNE_CACHE="$OUT/tuned.json"
-  python3 -m xgemm tune --clear --shapes "$TUNE_SHAPES" --csv "$OUT/tune.csv" > "$OUT/tune.txt" 2>&1
+  variants=${TUNE_VARIANTS:-$(python3 -c 'import xgemm; print(",".join(xgemm.variants()))')}
+  python3 -m xgemm tune --clear --shapes "$TUNE_SHAPES" --variants "$variants" ${TUNE_ARGS:-} \
+    --csv "$OUT/tune.csv" > "$OUT/tune.txt" 2>&1
   echo "xgemm tune exit code $?"; cat "$OUT/tune.txt"
-  python3 -m xgemm bench --variants "auto,$(python3 -c 'import xgemm; print(",".join(xgemm.variants()))')" \
+  python3 -m xgemm bench --variants "auto,$variants" \
     --shapes "$TUNE_SHAPES" --json "$OUT/auto.json" > "$OUT/auto.txt" 2>&1
   echo "auto bench exit code $?"; cat "$OUT/auto.txt"
 fi

@@ -1,13 +1,15 @@
 """Compile, in parallel threads, the kernels the GPU test suite needs into CuPy's on-disk
 cache, so that the suite loads them instead of compiling them one after another: every
-float32 point of every variant's space (each flag setting), and at the defaults every
-dtype x layout x flag, and every epilogue the tests use on the first layout.
+point of every variant's space (float32, or the variant's first dtype) with each flag
+setting, and at the defaults every dtype x layout x flag, and every epilogue the tests
+use on the first layout.
 
-    python3 bench/precompile.py
+    python3 bench/precompile.py [variant ...]   # all variants, or only those named
 """
 
 import itertools
 import os
+import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -19,12 +21,13 @@ from xgemm.registry import ACTIVATIONS, Spec
 
 
 def jobs():
-    for name in xgemm.variants():
+    for name in sys.argv[1:] or xgemm.variants():
         v = xgemm.get_variant(name)
         first = dict(a_col=v.a_layouts[0] == "col", b_col=v.b_layouts[0] == "col")
         flag_sets = [tuple(sorted(f.items())) for f in v.flag_values()]
-        for point, flags in itertools.product(v.points(), flag_sets):
-            yield name, point, Spec(**first, flags=flags)
+        home = "float32" if "float32" in v.dtypes else v.dtypes[0]  # as tests/test_gpu.py
+        for point, flags in itertools.product(v.points(home), flag_sets):
+            yield name, point, Spec(home, **first, flags=flags)
         for dtype in v.dtypes:
             defaults = v.resolve({}, dtype)
             for a_layout, b_layout, flags in itertools.product(v.a_layouts, v.b_layouts,

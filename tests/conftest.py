@@ -107,6 +107,15 @@ def poisoned(*shape, dtype: str = "float32"):
     return cupy.full(shape, cupy.nan, dtype=cupy.float32).astype(cupy_dtype(dtype))
 
 
+def home_dtype(name: str) -> str:
+    """The dtype a test that is not about dtypes runs variant ``name`` in: float32 where
+    it takes float32 (the tensor-core rungs take 16-bit types only)."""
+    import xgemm
+
+    dtypes = xgemm.get_variant(name).dtypes
+    return "float32" if "float32" in dtypes else dtypes[0]
+
+
 def refuses_dtype(name: str, dtype: str) -> bool:
     """True (after checking the refusal) when variant ``name`` lacks ``dtype``: a test
     parametrized over both then has nothing more to run."""

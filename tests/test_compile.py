@@ -131,7 +131,11 @@ def test_source_refuses_what_a_variant_lacks():
         xgemm.source("tiled", activation="tanh")
 
 
-def test_16bit_headers_are_found():
-    from xgemm.compile import cuda_include_dir
+def test_cuda_headers_are_found():
+    from pathlib import Path
 
-    assert cuda_include_dir() is not None, "pip install nvidia-cuda-runtime (the test extra)"
+    from xgemm.compile import cuda_include_dirs
+
+    folders = [Path(f) for f in cuda_include_dirs()]
+    assert folders, "pip install nvidia-cuda-runtime (the test extra)"
+    assert any((f / "crt" / "mma.h").is_file() for f in folders), "pip install nvidia-cuda-crt"

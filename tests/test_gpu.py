@@ -6,7 +6,8 @@ defaults, on odd shapes (tests/test_semantics.py has the numpy.matmul semantics)
 from __future__ import annotations
 
 import pytest
-from conftest import DTYPES, poisoned, refuses_dtype, relative_error
+from conftest import DTYPES, cupy_dtype, home_dtype, poisoned, refuses_dtype, relative_error
+from conftest import TOLERANCE as BY_DTYPE
 
 import xgemm
 
@@ -31,20 +32,23 @@ def _shape_id(shape) -> str:
     return "x".join(map(str, shape))
 
 
-CORNERS = [(n, p) for n in xgemm.variants() for p in xgemm.get_variant(n).corners()]
-POINTS = [(n, p) for n in xgemm.variants() for p in xgemm.get_variant(n).points()]
+CORNERS = [(n, p) for n in xgemm.variants() for p in xgemm.get_variant(n).corners(home_dtype(n))]
+POINTS = [(n, p) for n in xgemm.variants() for p in xgemm.get_variant(n).points(home_dtype(n))]
 
 
-def operands(rng, name, m, n, k, layout="NN", dtype="float32"):
+def operands(rng, name, m, n, k, layout="NN", dtype=None):
     """A (M, K) and B (K, N): "N" C-ordered, "T" a transposed view (column-major). A
-    variant that reads B column-major only gets B so whatever the layout says."""
+    variant that reads B column-major only gets B so whatever the layout says. The dtype
+    defaults to the variant's home dtype (float32 where it takes it)."""
     v = xgemm.get_variant(name)
+    dtype = dtype or home_dtype(name)
     b_order = "F" if layout[1] == "T" or "row" not in v.b_layouts else "C"
     a = rng.matrix(m, k, "F" if layout[0] == "T" else "C", dtype)
     return a, rng.matrix(k, n, b_order, dtype)
 
 
-def check(rng, name, a, b, tolerance=TOLERANCE, **params):
+def check(rng, name, a, b, tolerance=None, **params):
+    tolerance = tolerance or BY_DTYPE[a.dtype.name]
     c = poisoned(a.shape[0], b.shape[1], dtype=a.dtype.name)
     launch = xgemm.prepare(a, b, variant=name, out=c, **params)
     assert launch.copies == ()  # every layout here is read in place
@@ -73,8 +77,6 @@ def test_every_point_of_the_space(rng, name, params, shape):
 @pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("name", xgemm.variants())
 def test_dtypes_and_layouts(rng, name, layout, dtype):
-    from conftest import TOLERANCE as BY_DTYPE
-
     if refuses_dtype(name, dtype):
         return
     for shape in [(1, 1, 1), (37, 29, 43), (130, 67, 259), (257, 3, 97)]:
@@ -86,10 +88,11 @@ def test_dtypes_and_layouts(rng, name, layout, dtype):
 def test_k_zero_gives_zeros(name):
     import cupy
 
-    a, b = cupy.empty((5, 0), cupy.float32), cupy.empty((0, 7), cupy.float32)
+    dtype = cupy_dtype(home_dtype(name) if name != "auto" else "float32")
+    a, b = cupy.empty((5, 0), dtype), cupy.empty((0, 7), dtype)
     if xgemm.get_variant(name if name != "auto" else "tiled").b_layouts == ("col",):
-        b = cupy.empty((7, 0), cupy.float32).T
-    c = poisoned(5, 7)
+        b = cupy.empty((7, 0), dtype).T
+    c = poisoned(5, 7, dtype=dtype.name)
     xgemm.matmul(a, b, variant=name, out=c)
     assert bool((c == 0).all())
 
@@ -99,48 +102,53 @@ def test_k_zero_gives_zeros(name):
 def test_empty_output(rng, name, m, n):
     import cupy
 
-    b = cupy.ones((n, 3), cupy.float32).T
-    c = xgemm.matmul(cupy.ones((m, 3), cupy.float32), b, variant=name)
-    assert c.shape == (m, n) and c.dtype == cupy.float32
+    dtype = cupy_dtype(home_dtype(name) if name != "auto" else "float32")
+    b = cupy.ones((n, 3), dtype).T
+    c = xgemm.matmul(cupy.ones((m, 3), dtype), b, variant=name)
+    assert c.shape == (m, n) and c.dtype == dtype
 
 
 @pytest.mark.parametrize("name", xgemm.variants())
 def test_without_out(rng, name):
     a, b = operands(rng, name, 129, 67, 93)
     c = xgemm.matmul(a, b, variant=name)
-    assert c.shape == (129, 67) and relative_error(c, a, b) < TOLERANCE
+    assert c.shape == (129, 67) and relative_error(c, a, b) < BY_DTYPE[a.dtype.name]
 
 
-def _layouts(rng, m, n, k, b_col_only):
+def _layouts(rng, m, n, k, b_col_only, dtype="float32"):
     """(label, a, b, copied) in layouts a caller may hand over; ``copied`` names the
     operands that must be copied (no unit stride)."""
-    def b_(rows, cols):
-        return rng.matrix(rows, cols, "F" if b_col_only else "C")
+    def mat(rows, cols, order="C"):
+        return rng.matrix(rows, cols, order, dtype)
 
-    wide = rng.matrix(m, k + 9)
+    def b_(rows, cols):
+        return mat(rows, cols, "F" if b_col_only else "C")
+
+    wide = mat(m, k + 9)
     yield "row slice of a wider A (lda > K)", wide[:, 3:3 + k], b_(k, n), ()
-    yield "A offset by one float (unaligned)", wide[:, 1:1 + k], b_(k, n), ()
-    yield "column-major A", rng.matrix(m, k, order="F"), b_(k, n), ()
-    yield "column slice of a column-major A", rng.matrix(m + 5, k, "F")[2:2 + m], b_(k, n), ()
-    yield "A with a column step", rng.matrix(m, 2 * k)[:, ::2], b_(k, n), ("a",)
-    yield "transposed view of B", rng.matrix(m, k), rng.matrix(n, k).T, ()
-    yield "B with negative strides", rng.matrix(m, k), b_(k, n)[::-1, ::-1], ("b",)
-    both = rng.matrix(m, k + n)
+    yield "A offset by one element (unaligned)", wide[:, 1:1 + k], b_(k, n), ()
+    yield "column-major A", mat(m, k, "F"), b_(k, n), ()
+    yield "column slice of a column-major A", mat(m + 5, k, "F")[2:2 + m], b_(k, n), ()
+    yield "A with a column step", mat(m, 2 * k)[:, ::2], b_(k, n), ("a",)
+    yield "transposed view of B", mat(m, k), mat(n, k).T, ()
+    yield "B with negative strides", mat(m, k), b_(k, n)[::-1, ::-1], ("b",)
+    both = mat(m, k + n)
     if not b_col_only:
         yield "A and B from one buffer", both[:, :k], both[:k, k:k + n], ()
-        yield "row-major B", rng.matrix(m, k), rng.matrix(k, n), ()
+        yield "row-major B", mat(m, k), mat(k, n), ()
 
 
 @pytest.mark.parametrize("name", xgemm.variants())
 def test_any_layout_gives_the_right_answer(rng, name):
     b_col_only = "row" not in xgemm.get_variant(name).b_layouts
-    for label, a, b, copied in _layouts(rng, 67, 45, 37, b_col_only):
-        c = poisoned(67, 45)
+    dtype = home_dtype(name)
+    for label, a, b, copied in _layouts(rng, 67, 45, 37, b_col_only, dtype):
+        c = poisoned(67, 45, dtype=dtype)
         launch = xgemm.prepare(a, b, variant=name, out=c)
         assert launch.copies == copied, label
         launch()
         err = relative_error(c, a, b)
-        assert err < TOLERANCE, f"{name}, {label}: error {err} (seed {rng.seed})"
+        assert err < BY_DTYPE[dtype], f"{name}, {label}: error {err} (seed {rng.seed})"
 
 
 def test_layouts_read_in_place_are_not_copied(rng, monkeypatch):
@@ -149,17 +157,23 @@ def test_layouts_read_in_place_are_not_copied(rng, monkeypatch):
     def no_copy(*args, **kwargs):
         raise AssertionError("an operand was copied")
 
-    a = rng.matrix(70, 90)[:, 5:75]  # lda = 90
-    w = rng.matrix(40, 70)           # a weight stored (N, K), used as w.T
-    b = rng.matrix(70, 40)
+    arrays = {}
+    for dtype in ("float32", "float16"):
+        a = rng.matrix(70, 90, dtype=dtype)[:, 5:75]  # lda = 90
+        w = rng.matrix(40, 70, dtype=dtype)           # a weight stored (N, K), used as w.T
+        b = rng.matrix(70, 40, dtype=dtype)
+        arrays[dtype] = ((a, a.T.copy().T), (w.T, b))
     monkeypatch.setattr(cupy, "ascontiguousarray", no_copy)
     monkeypatch.setattr(cupy, "asfortranarray", no_copy)
     for name in xgemm.variants():
         v = xgemm.get_variant(name)
-        for x in (a, a.T.copy().T):
-            for y in (w.T, b):
+        dtype = home_dtype(name)
+        xs, ys = arrays[dtype]
+        for x in xs:
+            for y in ys:
                 if ("col" if y.flags.f_contiguous else "row") in v.b_layouts:
-                    assert relative_error(xgemm.matmul(x, y, variant=name), x, y) < TOLERANCE
+                    err = relative_error(xgemm.matmul(x, y, variant=name), x, y)
+                    assert err < BY_DTYPE[dtype], name
 
 
 def test_a_layout_the_variant_cannot_read_is_refused(rng):
@@ -167,16 +181,23 @@ def test_a_layout_the_variant_cannot_read_is_refused(rng):
         xgemm.matmul(rng.matrix(8, 8), rng.matrix(8, 8), variant="transposed_b")
 
 
-def test_vectorized_picks_the_aligned_specialisation(rng, monkeypatch):
+@pytest.fixture
+def flags_seen(monkeypatch):
+    """The flags of every kernel matmul fetches from here on, one dict per call."""
     import xgemm.api
 
     seen = []
     real = xgemm.api.get_kernel
+
     def spy(name, params, spec, device):
-        seen.append(dict(spec.flags)["aligned"])
+        seen.append(dict(spec.flags))
         return real(name, params, spec, device)
 
     monkeypatch.setattr(xgemm.api, "get_kernel", spy)
+    return seen
+
+
+def test_vectorized_picks_the_aligned_specialisation(rng, flags_seen):
     wide = rng.matrix(64, 70)
     cases = [(rng.matrix(64, 64), rng.matrix(64, 32), True),
              (rng.matrix(64, 63), rng.matrix(63, 32), False),   # K % 4 != 0
@@ -190,8 +211,38 @@ def test_vectorized_picks_the_aligned_specialisation(rng, monkeypatch):
         if a.shape[1] != b.shape[0]:
             a = rng.matrix(a.shape[0], b.shape[0], "F" if a.flags.f_contiguous else "C")
         c = xgemm.matmul(a, b, variant="vectorized")
-        assert seen[-1] is aligned
+        assert flags_seen[-1]["aligned"] is aligned
         assert relative_error(c, a, b) < TOLERANCE
+
+
+def test_mma_picks_the_16_byte_specialisation(rng, flags_seen):
+    def mat(rows, cols, order="C"):
+        return rng.matrix(rows, cols, order, "float16")
+
+    wide = mat(64, 80)
+    cases = [(mat(64, 64), mat(64, 32), True),
+             (mat(64, 60), mat(60, 32), False),             # K % 8 != 0 (but % 4 == 0)
+             (wide[:, 4:68], mat(64, 32), False),           # A starts 8 bytes off
+             (wide[:, 8:72], mat(64, 32), True),            # lda = 80, 16 bytes in
+             (mat(64, 64, "F"), mat(64, 32, "F"), True),
+             (mat(60, 64, "F"), mat(64, 32), False)]        # M % 8 != 0, A col-major
+    for a, b, aligned in cases:
+        c = xgemm.matmul(a, b, variant="mma")
+        assert flags_seen[-1]["aligned16"] is aligned
+        assert relative_error(c, a, b) < BY_DTYPE["float16"]
+
+
+def test_a_variant_newer_than_the_gpu_is_refused(rng, monkeypatch):
+    import xgemm.api
+
+    monkeypatch.setattr(xgemm.api, "_compute_capability", lambda device: 75)
+    a = rng.matrix(512, 512, dtype="float16")
+    with pytest.raises(ValueError, match=r"'mma' needs compute capability 8.0 or newer; "
+                                         r"GPU \d+ has 7.5: use one of .*vectorized"):
+        xgemm.matmul(a, a, variant="mma")
+    launch = xgemm.prepare(a, a)  # auto never picks it there
+    assert launch.variant.min_cc <= 75
+    assert relative_error(launch(), a, a) < BY_DTYPE["float16"]
 
 
 def test_second_call_compiles_nothing(rng):

@@ -3,29 +3,38 @@
 import pytest
 
 import xgemm
-from xgemm.registry import MAX_STATIC_SMEM_BYTES, MAX_THREADS_PER_BLOCK, Variant, cdiv, register
+from xgemm.registry import (
+    MAX_DYNAMIC_SMEM_BYTES,
+    MAX_STATIC_SMEM_BYTES,
+    MAX_THREADS_PER_BLOCK,
+    Variant,
+    cdiv,
+    register,
+)
 
 ALL = xgemm.variants()
 
 
 def test_ladder_order():
     assert ALL == ["naive", "coalesced", "tiled", "coarse1d", "coarse2d", "vectorized",
-                   "transposed_b", "warptile", "pipelined", "splitk"]
+                   "transposed_b", "warptile", "pipelined", "splitk", "wmma", "mma"]
     assert xgemm.DEFAULT_VARIANT == xgemm.AUTO == "auto"
 
 
 @pytest.mark.parametrize("name", ALL)
 def test_declaration_is_consistent(name):
     v = xgemm.get_variant(name)
-    assert v.resolve() == dict(v.defaults)  # the defaults meet every rule
-    points = list(v.points())
+    dtype = "float32" if "float32" in v.dtypes else v.dtypes[0]
+    assert v.resolve({}, dtype) == dict(v.defaults)  # the defaults meet every rule
+    points = list(v.points(dtype))
     assert dict(v.defaults) in points
-    assert v.corners()[0] == dict(v.defaults)
+    assert v.corners(dtype)[0] == dict(v.defaults)
     for point in points:
         assert v.threads_per_block(point) <= MAX_THREADS_PER_BLOCK
-        assert v.shared_memory(point) <= MAX_STATIC_SMEM_BYTES
+        limit = MAX_DYNAMIC_SMEM_BYTES if v.dynamic_smem else MAX_STATIC_SMEM_BYTES
+        assert v.shared_memory(point, dtype) <= limit
         assert v.threads_per_block(point) % 32 == 0  # whole warps
-    for corner in v.corners():
+    for corner in v.corners(dtype):
         assert corner in points
 
 

@@ -12,6 +12,7 @@ from conftest import (
     cupy_dtype,
     f64,
     frobenius_error,
+    home_dtype,
     poisoned,
     refuses_dtype,
 )
@@ -60,15 +61,16 @@ def test_matches_numpy_matmul(rng, a_shape, b_shape, dtype):
 def test_batches_run_in_one_launch(rng, name):
     import cupy
 
-    w = rng.matrix(21, 19).T if xgemm.get_variant(name).b_layouts == ("col",) else None
-    a = rng.array((6, 33, 19))
-    b = w if w is not None else rng.array((6, 19, 21))
+    dtype = home_dtype(name)
+    w = rng.matrix(21, 19, dtype=dtype).T if xgemm.get_variant(name).b_layouts == ("col",) else None
+    a = rng.array((6, 33, 19), dtype)
+    b = w if w is not None else rng.array((6, 19, 21), dtype)
     launch = xgemm.prepare(a, b, variant=name)
     # one argument tuple: one kernel launch, its grid's z the batch (times split-K's splits)
     splits = launch.variant.splits_of(launch.params)
     assert len(launch.args) == 1 and launch.grid[2] == 6 * splits and launch.copies == ()
     c = launch()
-    assert frobenius_error(c, cupy.matmul(f64(a), f64(b))) < TOLERANCE["float32"]
+    assert frobenius_error(c, cupy.matmul(f64(a), f64(b))) < TOLERANCE[dtype]
 
 
 def test_batch_larger_than_one_grid_dimension(rng):
@@ -148,12 +150,13 @@ def test_gemm_beta_zero_never_reads_c(rng, name):
     import cupy
 
     b_order = "F" if xgemm.get_variant(name).b_layouts == ("col",) else "C"
-    a, b = rng.matrix(37, 23), rng.matrix(23, 29, b_order)
-    c = poisoned(37, 29)
+    dtype = home_dtype(name)
+    a, b = rng.matrix(37, 23, dtype=dtype), rng.matrix(23, 29, b_order, dtype)
+    c = poisoned(37, 29, dtype=dtype)
     launch = xgemm.prepare(a, b, name, c=c, alpha=3.0, beta=0.0)
     assert not launch.spec.read_c
     launch()
-    assert frobenius_error(c, 3.0 * cupy.matmul(f64(a), f64(b))) < TOLERANCE["float32"]
+    assert frobenius_error(c, 3.0 * cupy.matmul(f64(a), f64(b))) < TOLERANCE[dtype]
 
 
 def test_gemm_batched_and_c_in_other_layouts(rng):

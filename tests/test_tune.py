@@ -43,10 +43,17 @@ def test_shape_bucket(shape, bucket):
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "bfloat16"])
-@pytest.mark.parametrize("shape", [(1, 1, 1), (64, 4096, 64), (4097, 31, 1025), (8192,) * 3])
+@pytest.mark.parametrize("shape", [(1, 1, 1), (64, 4096, 64), (4097, 31, 1025), (2048,) * 3,
+                                   (8192,) * 3, (128, 128, 65536)])
 def test_heuristic_names_a_valid_point(shape, dtype):
     name, params = tuning.heuristic(*shape, dtype)
     assert xgemm.get_variant(name).resolve(params, dtype) == params
+
+
+def test_heuristic_keeps_the_gpu_busy():
+    # 128 x 256 tiles for large outputs; 128 x 128 where those would leave SMs idle
+    assert tuning.heuristic(8192, 8192, 8192)[1]["BN"] == 256
+    assert tuning.heuristic(2048, 2048, 2048)[1]["BN"] == 128
 
 
 def test_cache_path_follows_the_environment(tmp_path, monkeypatch):
@@ -71,6 +78,15 @@ def test_round_trip(tmp_path):
     assert data["entries"]["GPU X|float32|4096x4096x4096"]["ms"] == 1.5
     again.clear()
     assert not path.exists() and tuning.TuneCache(path).entries == {}
+
+
+def test_a_tuned_shape_keeps_its_own_entry_beside_its_bucket(tmp_path):
+    cache = tuning.TuneCache(tmp_path / "t.json")
+    cache.store("GPU", "float32", 4096, 4096, 4096, "tiled", {"tile": 16}, 1.0)
+    cache.store("GPU", "float32", 4095, 4095, 4095, "tiled", {"tile": 32}, 1.0)  # same bucket
+    assert cache.lookup("GPU", "float32", 4096, 4096, 4096) == ("tiled", {"tile": 16})
+    assert cache.lookup("GPU", "float32", 4095, 4095, 4095) == ("tiled", {"tile": 32})
+    assert cache.lookup("GPU", "float32", 4000, 4000, 4000) == ("tiled", {"tile": 32})  # latest
 
 
 @pytest.mark.parametrize("text", ["{not json", "[]", '{"version": 99, "entries": {}}',
@@ -101,8 +117,14 @@ def test_stale_entry_is_ignored_with_a_warning(tmp_path, entry):
 
 
 def test_choose_prefers_the_tuned_entry(monkeypatch):
+    import xgemm.api
+
     monkeypatch.setattr(tuning, "gpu_name", lambda device: "GPU X")
+    monkeypatch.setattr(xgemm.api, "_compute_capability", lambda device: 75)
     assert tuning.choose(64, 64, 64, "float32", 0) == tuning.heuristic(64, 64, 64)
+    # no tensor-core rung below sm_80
+    assert tuning.choose(4096, 4096, 64, "float16", 0) == ("vectorized", {
+        **xgemm.get_variant("vectorized").defaults})
     tuning.tune_cache().store("GPU X", "float32", 64, 64, 64, "tiled", {"tile": 8}, 0.1)
     assert tuning.choose(60, 33, 64, "float32", 0) == ("tiled", {"tile": 8})
 
@@ -153,6 +175,8 @@ def test_small_sweep_reports_every_point():
 def test_random_sweep_respects_its_budget(tmp_path):
     results = xgemm.sweep("vectorized", 128, 128, 128, strategy="random", max_points=3, seed=1)
     assert sum(r.ok for r in results) == 3
+    defaults = dict(xgemm.get_variant("vectorized").defaults)
+    assert any(r.ok and r.params == defaults for r in results)  # always among those timed
     results.to_csv(str(tmp_path / "s.csv"))
     assert len((tmp_path / "s.csv").read_text().splitlines()) == len(results) + 1
 

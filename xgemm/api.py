@@ -224,11 +224,35 @@ def _to_cupy(x: Any) -> cupy.ndarray:
 
 
 @functools.cache
-def _device_limits(device: int) -> tuple[int, int]:
+def _device_limits(device: int) -> tuple[int, int, int]:
+    """Threads per block, static and opt-in dynamic shared memory per block."""
     import cupy
 
     attrs = cupy.cuda.Device(device).attributes
-    return attrs["MaxThreadsPerBlock"], attrs["MaxSharedMemoryPerBlock"]
+    return (attrs["MaxThreadsPerBlock"], attrs["MaxSharedMemoryPerBlock"],
+            attrs["MaxSharedMemoryPerBlockOptin"])
+
+
+@functools.cache
+def _compute_capability(device: int) -> int:
+    """The GPU's compute capability x 10 (90 for an H100)."""
+    import cupy
+
+    return int(cupy.cuda.Device(device).compute_capability)
+
+
+def _check_arch(v: Variant, dtype: str, device: int) -> None:
+    """ValueError, before anything is compiled, if ``v`` needs a newer GPU than ``device``."""
+    from .registry import variants
+
+    cc = _compute_capability(device)
+    if cc < v.min_cc:
+        able = [name for name in variants() if dtype in get_variant(name).dtypes
+                and get_variant(name).min_cc <= cc]
+        raise ValueError(
+            f"variant {v.name!r} needs compute capability {v.min_cc / 10:.1f} or newer; GPU "
+            f"{device} has {cc / 10:.1f}: use one of {', '.join(able)} (or 'auto')"
+        )
 
 
 def _as_matrices(x: cupy.ndarray, vector: str | None) -> cupy.ndarray:
@@ -310,6 +334,7 @@ class Launch:
     staging: Any = None            # where the kernel writes when the target can't be written
     target: Any = None             # ... and where staging is copied afterwards
     copies: tuple[str, ...] = ()   # the operands that had to be copied, by name
+    shared_mem: int = 0            # bytes of dynamic shared memory per block
     keep: tuple = ()               # arrays the kernel's raw pointers point into
 
     @property
@@ -330,7 +355,7 @@ class Launch:
             kernel = self.kernel()
             with cupy.cuda.Device(self.device):
                 for grid, args in zip(self.grids, self.args, strict=True):
-                    kernel(grid, self.block, args)
+                    kernel(grid, self.block, args, shared_mem=self.shared_mem)
         if self.staging is not None:
             self.target[...] = self.staging
         return self.result
@@ -386,15 +411,17 @@ def prepare(a: Any, b: Any, variant: str = DEFAULT_VARIANT, out: cupy.ndarray | 
 
         a_col = getattr(layout_of(mat_a.shape, mat_a.strides, a.itemsize), "col", False)
         b_col = getattr(layout_of(mat_b.shape, mat_b.strides, b.itemsize), "col", False)
+        cc = _compute_capability(device)
         name, p = choose(shapes.m, shapes.n, shapes.k, dtype, device)
         v = get_variant(name)
         if ("col" if a_col else "row") not in v.a_layouts or \
-                ("col" if b_col else "row") not in v.b_layouts:
-            name, p = heuristic(shapes.m, shapes.n, shapes.k, dtype)
+                ("col" if b_col else "row") not in v.b_layouts or v.min_cc > cc:
+            name, p = heuristic(shapes.m, shapes.n, shapes.k, dtype, cc)
             v = get_variant(name)
         p = v.resolve(p, dtype)
     else:
         p = v.resolve(params, dtype)
+        _check_arch(v, dtype, device)
 
     read_c = c is not None and beta != 0.0
     copies: list[str] = []
@@ -432,13 +459,16 @@ def prepare(a: Any, b: Any, variant: str = DEFAULT_VARIANT, out: cupy.ndarray | 
         launch.staging = None  # nothing to compute, nothing to copy back
         return launch
 
-    max_threads, max_smem = _device_limits(device)
+    max_threads, max_static, max_dynamic = _device_limits(device)
+    max_smem = max_dynamic if v.dynamic_smem else max_static
     threads, smem = v.threads_per_block(p), v.shared_memory(p, dtype)
     if threads > max_threads or smem > max_smem:
         raise ValueError(
             f"variant {v.name!r} with {p} needs {threads} threads and {smem} bytes of shared "
-            f"memory per block; GPU {device} allows {max_threads} and {max_smem}"
+            f"memory per block; GPU {device} allows {max_threads} and {max_smem}: choose "
+            "smaller tiles (or fewer STAGES)"
         )
+    launch.shared_mem = smem if v.dynamic_smem else 0
     grid, block = v.launch(p, shapes.m, shapes.n)
     acc = np.float64 if DTYPES[dtype].acc == "double" else np.float32
     item = a.itemsize
@@ -482,20 +512,21 @@ def prepare(a: Any, b: Any, variant: str = DEFAULT_VARIANT, out: cupy.ndarray | 
 
 def _flags(v: Variant, full_a, full_b, full_c, layout_a: Layout, layout_b: Layout,
            layout_c: Layout, shapes: Shapes) -> tuple[tuple[str, bool], ...]:
-    """The variant's boolean specialisations for these operands (``aligned``: every group
-    of four elements along a contiguous dimension starts at a 4-element boundary and
-    lies wholly inside the matrix)."""
+    """The variant's boolean specialisations for these operands: ``aligned``, every group
+    of four elements along a contiguous dimension starts at a 4-element boundary and lies
+    wholly inside the matrix; ``aligned16``, the same for groups of 16 bytes."""
     flags = {}
+    item = full_c.itemsize
+    extents = (shapes.m if layout_a.col else shapes.k,
+               shapes.k if layout_b.col else shapes.n, shapes.n)
     for flag in v.flags:
-        if flag != "aligned":
+        if flag not in ("aligned", "aligned16"):
             raise ValueError(f"variant {v.name!r} declares the unknown flag {flag!r}")
-        item = full_c.itemsize
-        extents = (shapes.m if layout_a.col else shapes.k,
-                   shapes.k if layout_b.col else shapes.n, shapes.n)
+        group = 4 if flag == "aligned" else max(1, 16 // item)  # elements
         flags[flag] = (
-            all(x.data.ptr % (4 * item) == 0 for x in (full_a, full_b, full_c))
-            and all(e % 4 == 0 for e in extents)
-            and all(lay.ld % 4 == 0 and lay.batch_stride % 4 == 0
+            all(x.data.ptr % (group * item) == 0 for x in (full_a, full_b, full_c))
+            and all(e % group == 0 for e in extents)
+            and all(lay.ld % group == 0 and lay.batch_stride % group == 0
                     for lay in (layout_a, layout_b, layout_c)))
     return tuple(sorted(flags.items()))
 

@@ -10,17 +10,20 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from .registry import Spec, get_variant
+from .registry import MAX_STATIC_SMEM_BYTES, Spec, get_variant
 
 #: NVRTC options for every kernel, at run time and in the offline check alike.
 NVRTC_OPTIONS = ("-std=c++17",)
 
 
 @functools.cache
-def cuda_include_dir() -> str | None:
-    """Where ``cuda_fp16.h`` and ``cuda_bf16.h`` are, for the 16-bit kernels: the CUDA
-    headers wheel (``nvidia-cuda-runtime``) as cuda-pathfinder finds it, else the toolkit
-    under $CUDA_PATH, $CUDA_HOME or /usr/local/cuda; None if neither has them."""
+def cuda_include_dirs() -> tuple[str, ...]:
+    """Where the CUDA headers the kernels include are (``cuda_fp16.h`` and ``cuda_bf16.h``
+    for the 16-bit kernels, ``mma.h`` and its ``crt/`` headers for the WMMA rung): the
+    CUDA headers wheels (``nvidia-cuda-runtime``, ``nvidia-cuda-crt``) as cuda-pathfinder
+    finds them, then the toolkit under $CUDA_PATH, $CUDA_HOME or /usr/local/cuda. Every
+    one of them that has ``cuda_fp16.h``, in that order: a header missing from the first
+    (a wheel without ``crt/``) is found in the next."""
     candidates = []
     try:
         from cuda.pathfinder import find_nvidia_header_directory
@@ -32,15 +35,13 @@ def cuda_include_dir() -> str | None:
         if os.environ.get(var):
             candidates.append(os.path.join(os.environ[var], "include"))
     candidates.append("/usr/local/cuda/include")
-    for folder in candidates:
-        if folder and (Path(folder) / "cuda_fp16.h").is_file():
-            return str(folder)
-    return None
+    found = [str(folder) for folder in candidates
+             if folder and (Path(folder) / "cuda_fp16.h").is_file()]
+    return tuple(dict.fromkeys(found))
 
 
 def nvrtc_options() -> tuple[str, ...]:
-    include = cuda_include_dir()
-    return NVRTC_OPTIONS + ((f"-I{include}",) if include else ())
+    return NVRTC_OPTIONS + tuple(f"-I{folder}" for folder in cuda_include_dirs())
 
 
 @functools.cache
@@ -51,6 +52,9 @@ def _kernel(name: str, params: tuple[tuple[str, int], ...], spec: Spec, device: 
     source = variant.source(dict(params), spec)
     kernel = cupy.RawKernel(source, variant.kernel_name, options=nvrtc_options())
     kernel.compile()  # now, for the current device, so that errors surface here
+    smem = variant.shared_memory(dict(params), spec.dtype)
+    if variant.dynamic_smem and smem > MAX_STATIC_SMEM_BYTES:  # opt in beyond 48 KiB
+        kernel.max_dynamic_shared_size_bytes = smem
     return kernel
 
 

@@ -24,6 +24,9 @@ from .render import render
 MAX_THREADS_PER_BLOCK = 1024
 #: Most static ``__shared__`` memory a block may declare (opt-in beyond needs dynamic memory).
 MAX_STATIC_SMEM_BYTES = 48 * 1024
+#: Most dynamic shared memory a block may opt in to on the largest GPU (sm_90: 227 KiB);
+#: a launch also checks the GPU it runs on (sm_80 allows 163 KiB, sm_86 99 KiB).
+MAX_DYNAMIC_SMEM_BYTES = 227 * 1024
 #: Largest grid: x, y, z.
 MAX_GRID = (2**31 - 1, 65535, 65535)
 
@@ -135,8 +138,11 @@ class Variant:
     block: tuple[str, ...]
     #: Grid shape, as expressions over the parameters and M, N.
     grid: tuple[str, ...]
-    #: Bytes of static shared memory a block uses (``BYTES``: the size of one element).
+    #: Bytes of shared memory a block uses (``BYTES``: the size of one element).
     smem_bytes: str = "0"
+    #: Whether that memory is dynamic (``extern __shared__``, sized at launch: up to
+    #: MAX_DYNAMIC_SMEM_BYTES, opted in per kernel) rather than static (up to 48 KiB).
+    dynamic_smem: bool = False
     #: The layouts the kernel reads A and B in: "row" (element (r, c) at r * ld + c)
     #: and/or "col" (at c * ld + r, e.g. a transposed view).
     a_layouts: tuple[str, ...] = ("row", "col")
@@ -145,8 +151,11 @@ class Variant:
     #: Blocks per tile of C, an expression (split-K). Above 1 the kernel takes two more
     #: arguments: a workspace of SPLITS partial products and a counter per tile of C.
     splits: str = "1"
-    #: Boolean specialisations picked per call from the operands (e.g. "aligned").
+    #: Boolean specialisations picked per call from the operands: "aligned" (groups of
+    #: four elements), "aligned16" (groups of 16 bytes); see ``xgemm.api``.
     flags: tuple[str, ...] = ()
+    #: The oldest GPU it runs on, as compute capability x 10 (80: sm_80, Ampere).
+    min_cc: int = 0
     kernel_name: str = field(init=False)
     _resolved: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
@@ -218,8 +227,9 @@ class Variant:
         if threads > MAX_THREADS_PER_BLOCK:
             broken.append(f"threads per block {threads} <= {MAX_THREADS_PER_BLOCK}")
         smem = self.shared_memory(params, dtype)
-        if smem > MAX_STATIC_SMEM_BYTES:
-            broken.append(f"shared memory {smem} bytes <= {MAX_STATIC_SMEM_BYTES}")
+        limit = MAX_DYNAMIC_SMEM_BYTES if self.dynamic_smem else MAX_STATIC_SMEM_BYTES
+        if smem > limit:
+            broken.append(f"shared memory {smem} bytes <= {limit}")
         return broken
 
     def points(self, dtype: str = "float32") -> Iterator[Params]:

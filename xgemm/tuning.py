@@ -61,22 +61,30 @@ def shape_bucket(m: int, n: int, k: int) -> str:
     return "x".join(str(_pow2(d)) for d in (m, n, k))
 
 
-def heuristic(m: int, n: int, k: int, dtype: str = "float32") -> tuple[str, dict[str, int]]:
-    """The variant ``auto`` uses for a shape nobody tuned: from the H100 measurements in
-    bench/: splitk for float32 outputs of at most 2^18 elements with K >= 4096; for
-    outputs of a million elements or more the fastest large-tile rung for the
-    dtype (``pipelined`` for float32, ``vectorized`` for the others), coarse1d for
-    mid-sized outputs, tiled for small ones. All variants are correct for every shape, so
-    this only ever costs speed.
+def heuristic(m: int, n: int, k: int, dtype: str = "float32", cc: int = 90
+              ) -> tuple[str, dict[str, int]]:
+    """The variant ``auto`` uses for a shape nobody tuned, on a GPU of compute capability
+    ``cc`` x 10: from the H100 measurements in bench/: ``mma`` (tensor cores) for 16-bit
+    outputs of 2^16 elements or more on sm_80 and newer; splitk for float32 outputs of at
+    most 2^18 elements with K >= 4096; for outputs of a million elements or more the
+    fastest large-tile rung for the dtype (``pipelined`` for float32, ``vectorized`` for
+    the others), coarse1d for mid-sized outputs, tiled for small ones. All variants are
+    correct for every shape, so this only ever costs speed.
 
     >>> heuristic(4096, 4096, 4096)[0], heuristic(1024, 512, 64)[0], heuristic(64, 64, 64)[0]
     ('pipelined', 'coarse1d', 'tiled')
-    >>> heuristic(4096, 4096, 4096, "float16")[0]
-    'vectorized'
+    >>> heuristic(4096, 4096, 4096, "float16")[0], heuristic(4096, 4096, 4096, "float16", 75)[0]
+    ('mma', 'vectorized')
     >>> heuristic(128, 128, 65536)[1]["SPLITS"]  # K split across 64 blocks per tile
     64
     """
     outputs = m * n
+    mma = get_variant("mma")
+    if dtype in mma.dtypes and cc >= mma.min_cc and outputs >= 1 << 16:
+        params = dict(mma.defaults)
+        if cdiv(m, params["BM"]) * cdiv(n, params["BN"]) < 132:  # fewer tiles than SMs
+            params.update(BM=64, BN=64, WM=32, WN=32)
+        return "mma", params
     splitk = get_variant("splitk")
     if dtype in splitk.dtypes and outputs <= 1 << 18 and k >= 4096:
         # few tiles of C, a long K: split K until there are two blocks per SM of an H100
@@ -84,7 +92,13 @@ def heuristic(m: int, n: int, k: int, dtype: str = "float32") -> tuple[str, dict
         splits = next((s for s in (4, 16, 64) if tiles * s >= 264 or k // s <= 512), 64)
         return "splitk", {**splitk.defaults, "SPLITS": splits}
     if outputs >= 1 << 20:
-        name = "pipelined" if dtype in get_variant("pipelined").dtypes else "vectorized"
+        pipelined = get_variant("pipelined")
+        if dtype in pipelined.dtypes:
+            params = dict(pipelined.defaults)  # 128 x 256 tiles: too few of them below 4096^2
+            if cdiv(m, params["BM"]) * cdiv(n, params["BN"]) < 264:  # two per SM of an H100
+                params.update(BN=128, STAGES=2)
+            return "pipelined", params
+        name = "vectorized"
     else:
         name = "coarse1d" if outputs >= 1 << 18 else "tiled"
     return name, dict(get_variant(name).defaults)
@@ -105,8 +119,9 @@ class TuneCache:
         self._load()
 
     @staticmethod
-    def key(gpu: str, dtype: str, m: int, n: int, k: int) -> str:
-        return f"{gpu}|{dtype}|{shape_bucket(m, n, k)}"
+    def key(gpu: str, dtype: str, m: int, n: int, k: int, exact: bool = False) -> str:
+        """The entry for a shape's bucket, or (``exact``) for the shape itself."""
+        return f"{gpu}|{dtype}|" + (f"={m}x{n}x{k}" if exact else shape_bucket(m, n, k))
 
     def _load(self) -> None:
         if not self.path.exists():
@@ -121,10 +136,13 @@ class TuneCache:
 
     def lookup(self, gpu: str, dtype: str, m: int, n: int, k: int
                ) -> tuple[str, dict[str, int]] | None:
-        key = self.key(gpu, dtype, m, n, k)
-        entry = self.entries.get(key)
-        if entry is None:
+        """What was tuned for this very shape, else for its bucket, else None."""
+        for key in (self.key(gpu, dtype, m, n, k, exact=True), self.key(gpu, dtype, m, n, k)):
+            if key in self.entries:
+                break
+        else:
             return None
+        entry = self.entries[key]
         try:
             variant = get_variant(entry["variant"])
             params = variant.resolve(entry["params"], dtype)
@@ -137,11 +155,12 @@ class TuneCache:
 
     def store(self, gpu: str, dtype: str, m: int, n: int, k: int, variant: str,
               params: Mapping[str, int], ms: float) -> None:
+        """Remember the winner for this shape and (the latest tuned in it wins) its bucket."""
+        entry = {"variant": variant, "params": dict(params), "ms": ms, "shape": [m, n, k],
+                 "tuned_at": time.strftime("%Y-%m-%dT%H:%M:%S")}
         with self._lock:
-            self.entries[self.key(gpu, dtype, m, n, k)] = {
-                "variant": variant, "params": dict(params), "ms": ms, "shape": [m, n, k],
-                "tuned_at": time.strftime("%Y-%m-%dT%H:%M:%S"),
-            }
+            for exact in (True, False):
+                self.entries[self.key(gpu, dtype, m, n, k, exact)] = entry
             self.path.parent.mkdir(parents=True, exist_ok=True)
             tmp = self.path.with_suffix(".tmp")
             tmp.write_text(json.dumps({"version": CACHE_VERSION, "entries": self.entries},
@@ -173,10 +192,14 @@ def gpu_name(device: int) -> str:
 
 
 def choose(m: int, n: int, k: int, dtype: str, device: int) -> tuple[str, dict[str, int]]:
-    """The (variant, parameters) ``auto`` runs: tuned for this GPU and bucket, else the
-    heuristic."""
+    """The (variant, parameters) ``auto`` runs: tuned for this GPU and shape (or its
+    bucket), else the heuristic."""
     found = tune_cache().lookup(gpu_name(device), dtype, m, n, k)
-    return found if found is not None else heuristic(m, n, k, dtype)
+    if found is not None:
+        return found
+    from .api import _compute_capability
+
+    return heuristic(m, n, k, dtype, _compute_capability(device))
 
 
 # -- sweeps ----------------------------------------------------------------------------
@@ -267,8 +290,10 @@ def sweep(variant: str, m: int, n: int, k: int, *, space: Mapping[str, Sequence[
     if strategy not in ("exhaustive", "random"):
         raise ValueError(f"strategy must be 'exhaustive' or 'random', got {strategy!r}")
     points = expand(variant, space)
-    if strategy == "random":
+    if strategy == "random":  # the defaults first, so a budgeted tune never does worse
         random.Random(seed).shuffle(points)
+        defaults = dict(get_variant(variant).defaults)
+        points.sort(key=lambda point: point != defaults)
     if problem is None:
         problem = bench.Problem(m, n, k, dtype=dtype)
     cublas = bench.bench_cublas(problem, warmup=warmup, repeat=repeat)

@@ -6,7 +6,8 @@ Expressions are Python over the template's own parameter names, plus ``THREADS``
 per block) and ``BYTES`` (the size of one element of the dtype) in constraints and shared
 memory, and ``M``, ``N`` (the output's shape) in the grid. Every variant reads A and B
 row- or column-major and takes float32, float64, float16 and bfloat16 unless its
-declaration says otherwise (``a_layouts``, ``b_layouts``, ``dtypes``).
+declaration says otherwise (``a_layouts``, ``b_layouts``, ``dtypes``), on any GPU CuPy
+runs on unless it names the oldest (``min_cc``).
 
 Defaults are the fastest point of each space at 4096 x 4096 x 4096 on an H100 (from
 ``xgemm.bench.sweep``), except coarse2d, which keeps the seed text's configuration.
@@ -130,6 +131,7 @@ WARP_TILING_RULES = [
     " and WM % (WM * WN // (32 * TM * TN * WNITER) * TM) == 0",
     "WN % (WNITER * TN) == 0",
     "WM * WN // 32 <= 128",                              # accumulators a thread holds
+    "THREADS * (WM * WN // 32) <= 32768",  # all accumulators: half an SM's 64K registers
     "THREADS >= 64",
     "BM * BK // 4 % THREADS == 0",                       # every thread copies as many groups
     "BK * BN // 4 % THREADS == 0",
@@ -157,16 +159,20 @@ register(Variant(
 register(Variant(
     name="pipelined",
     template="gemm/09_pipelined.cu.j2",
-    adds="cp.async through a ring of STAGES tiles: loads overlap math; fragments double-buffered",
-    defaults={"BM": 128, "BN": 128, "BK": 16, "WM": 64, "WN": 64, "WNITER": 2, "TM": 4, "TN": 4,
-              "GROUP": 8, "STAGES": 2},
-    space={"BM": [64, 128], "BN": [64, 128], "BK": [8, 16], "WM": [32, 64], "WN": [32, 64],
-           "WNITER": [2, 4], "TM": [4, 8], "TN": [4], "GROUP": [1, 8], "STAGES": [2, 3, 4]},
+    adds="cp.async through a ring of STAGES tiles in dynamic shared memory: loads overlap math;"
+         " fragments double-buffered",
+    defaults={"BM": 128, "BN": 256, "BK": 16, "WM": 64, "WN": 64, "WNITER": 2, "TM": 4, "TN": 4,
+              "GROUP": 8, "STAGES": 3},
+    space={"BM": [64, 128, 256], "BN": [64, 128, 256], "BK": [8, 16], "WM": [32, 64],
+           "WN": [32, 64], "WNITER": [2, 4], "TM": [4, 8], "TN": [4], "GROUP": [1, 8],
+           "STAGES": [2, 3, 4]},
     constraints=[
         *WARP_TILING_RULES,
         "THREADS >= 128 or BK == 8",  # with two warps, 16-deep tiles make ptxas spill
+        "BK * (BM + BN) // THREADS <= 32",  # elements a thread copies a phase: more spill
     ],
-    smem_bytes="BYTES * STAGES * BK * (BM + BN + 4)",
+    smem_bytes="BYTES * STAGES * BK * (BM + BN + 8)",  # + the pads of tile_a and tile_b
+    dynamic_smem=True,
     **WARP_TILING,
 ))
 
@@ -183,7 +189,51 @@ register(Variant(
         *WARP_TILING_RULES,
         "THREADS <= 256",  # at 512 threads (128 registers each) ptxas spills
     ],
-    smem_bytes="BYTES * STAGES * BK * (BM + BN + 4)",
+    smem_bytes="BYTES * STAGES * BK * (BM + BN + 8)",  # + the pads of tile_a and tile_b
+    dynamic_smem=True,
     **WARP_TILING,
     splits="SPLITS",
+))
+
+# The tensor-core rungs: warp tiles as above, 16-bit inputs, float accumulators, sm_80 on.
+TENSOR_CORES = dict(
+    block=WARP_TILING["block"],
+    grid=WARP_TILING["grid"],
+    dtypes=("float16", "bfloat16"),
+    min_cc=80,
+)
+
+register(Variant(
+    name="wmma",
+    template="gemm/10_wmma.cu.j2",
+    adds="tensor cores through the WMMA API: a warp multiplies 16 x 16 x 16 fragments at once",
+    defaults={"BM": 128, "BN": 128, "BK": 32, "WM": 64, "WN": 32},
+    space={"BM": [64, 128], "BN": [64, 128], "BK": [16, 32], "WM": [32, 64], "WN": [32, 64]},
+    constraints=[
+        "BM % WM == 0 and BN % WN == 0",
+        "WM % 16 == 0 and WN % 16 == 0 and BK % 16 == 0",
+        "BM * BK % THREADS == 0 and BK * BN % THREADS == 0",
+    ],
+    smem_bytes="BYTES * (BM * (BK + 8) + BK * (BN + 8)) + 4 * 256 * (BM // WM) * (BN // WN)",
+    **TENSOR_CORES,
+))
+
+register(Variant(
+    name="mma",
+    template="gemm/11_mma.cu.j2",
+    adds="mma.sync from ldmatrix on swizzled tiles, fed by a cp.async ring",
+    defaults={"BM": 128, "BN": 128, "BK": 32, "WM": 64, "WN": 64, "STAGES": 3, "GROUP": 8},
+    space={"BM": [64, 128, 256], "BN": [64, 128, 256], "BK": [32, 64], "WM": [32, 64],
+           "WN": [32, 64], "STAGES": [2, 3, 4], "GROUP": [8]},
+    constraints=[
+        "BM % WM == 0 and BN % WN == 0",
+        "WM % 16 == 0 and WN % 16 == 0",
+        "128 <= THREADS <= 256",               # with fewer warps ptxas spills
+        "BK == 32 or WM * WN < 64 * 64",       # 128 accumulators and 64-deep phases spill
+        "BM * BK // 8 % THREADS == 0 and BK * BN // 8 % THREADS == 0",  # 16-byte chunks
+    ],
+    smem_bytes="BYTES * STAGES * BK * (BM + BN)",
+    dynamic_smem=True,
+    flags=("aligned16",),
+    **TENSOR_CORES,
 ))
