@@ -171,6 +171,7 @@ register(Variant(
         *WARP_TILING_RULES,
         "THREADS >= 128 or BK == 8",  # with two warps, 16-deep tiles make ptxas spill
         "BK * (BM + BN) // THREADS <= 32",  # elements a thread copies a phase: more spill
+        "WNITER == 2 or STAGES == 2 or BK == 8",   # 4 steps across, deeper 16-deep rings spill
     ],
     smem_bytes="BYTES * STAGES * BK * (BM + BN + 8)",  # + the pads of tile_a and tile_b
     dynamic_smem=True,
