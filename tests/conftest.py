@@ -129,3 +129,15 @@ def refuses_dtype(name: str, dtype: str) -> bool:
     with pytest.raises(TypeError, match=f"supports .*, not {dtype}"):
         xgemm.matmul(a, a, variant=name)
     return True
+
+
+def tma_copies(name, a, b) -> tuple[str, ...]:
+    """The operands a TMA rung must copy (with padded rows): those whose rows are not
+    16-byte aligned. Every other rung reads every operand here in place."""
+    import xgemm
+    from xgemm.api import _tma_ready, layout_of
+
+    if not xgemm.get_variant(name).tma or a.shape[-1] == 0:
+        return ()
+    return tuple(label for label, x in (("a", a), ("b", b))
+                 if not _tma_ready(x, layout_of(x.shape, x.strides, x.itemsize)))

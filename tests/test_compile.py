@@ -1,9 +1,9 @@
 """Every variant renders to plain CUDA C and compiles through NVRTC for sm_80 and sm_90
-with no register spills: for every dtype, every point of its sweep space (row-major
-operands, plain store, flags on), and at its defaults every specialisation (each layout
-pair with each flag setting, each epilogue option). No GPU needed: NVRTC comes from the
-nvidia-cuda-nvrtc wheel, driven by cuda-bindings, and the 16-bit headers from
-nvidia-cuda-runtime."""
+(or for the one target it names: sm_90a for wgmma) with no register spills: for every
+dtype, every point of its sweep space (row-major operands, plain store, flags on), and at
+its defaults every specialisation (each layout pair with each flag setting, each epilogue
+option). No GPU needed: NVRTC comes from the nvidia-cuda-nvrtc wheel, driven by
+cuda-bindings, and the 16-bit headers from nvidia-cuda-runtime."""
 
 from __future__ import annotations
 
@@ -15,8 +15,6 @@ import pytest
 
 import xgemm
 from xgemm.registry import Spec
-
-ARCHS = ("sm_80", "sm_90")
 
 
 def _cases():
@@ -36,6 +34,7 @@ def _cases():
 
 
 CASES = list(_cases())
+JOBS = [(case, arch) for case in CASES for arch in xgemm.get_variant(case[0]).archs]
 
 
 def _id(case) -> str:
@@ -60,10 +59,9 @@ def reports():
         except xgemm.CompileError as exc:
             return exc
 
-    jobs = [(case, arch) for case in CASES for arch in ARCHS]
     with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
-        results = list(pool.map(build, jobs))
-    return {(_id(case), arch): result for (case, arch), result in zip(jobs, results, strict=True)}
+        results = list(pool.map(build, JOBS))
+    return {(_id(case), arch): result for (case, arch), result in zip(JOBS, results, strict=True)}
 
 
 @pytest.mark.parametrize("case", CASES, ids=[_id(c) for c in CASES])
@@ -84,8 +82,7 @@ def test_renders_plain_cuda(case):
     assert f"Activation::{spec.activation};" in source
 
 
-@pytest.mark.parametrize("arch", ARCHS)
-@pytest.mark.parametrize("case", CASES, ids=[_id(c) for c in CASES])
+@pytest.mark.parametrize("case, arch", JOBS, ids=[f"{_id(c)}-{arch}" for c, arch in JOBS])
 def test_compiles_without_spills(reports, case, arch):
     report = reports[(_id(case), arch)]
     if isinstance(report, Exception):
@@ -93,6 +90,17 @@ def test_compiles_without_spills(reports, case, arch):
     assert report.spill_store_bytes == 0 and report.spill_load_bytes == 0, report.log
     assert report.stack_bytes == 0, f"local memory in use:\n{report.log}"
     assert report.registers <= 255
+
+
+def test_the_target_wins_over_the_gpus_own_arch():
+    """At run time CuPy puts the GPU's own -arch=sm_90 after a variant's -arch=sm_90a:
+    NVRTC must still build for sm_90a, where wgmma exists (sm_90 alone refuses it)."""
+    pytest.importorskip("cuda.bindings.nvrtc", reason="the compile check needs cuda-bindings")
+    v = xgemm.get_variant("wgmma")
+    source = v.source(v.resolve({}, "float16"), Spec("float16"))
+    assert xgemm.compile_offline(source, "sm_90a", extra_options=("-arch=sm_90",)).registers
+    with pytest.raises(xgemm.CompileError, match="not supported on .target 'sm_90'"):
+        xgemm.compile_offline(source, "sm_90")
 
 
 def test_compile_error_carries_the_log():

@@ -6,7 +6,16 @@ defaults, on odd shapes (tests/test_semantics.py has the numpy.matmul semantics)
 from __future__ import annotations
 
 import pytest
-from conftest import DTYPES, cupy_dtype, home_dtype, poisoned, refuses_dtype, relative_error
+from conftest import (
+    DTYPES,
+    cupy_dtype,
+    frobenius_error,
+    home_dtype,
+    poisoned,
+    refuses_dtype,
+    relative_error,
+    tma_copies,
+)
 from conftest import TOLERANCE as BY_DTYPE
 
 import xgemm
@@ -51,7 +60,7 @@ def check(rng, name, a, b, tolerance=None, **params):
     tolerance = tolerance or BY_DTYPE[a.dtype.name]
     c = poisoned(a.shape[0], b.shape[1], dtype=a.dtype.name)
     launch = xgemm.prepare(a, b, variant=name, out=c, **params)
-    assert launch.copies == ()  # every layout here is read in place
+    assert launch.copies == tma_copies(name, a, b)  # every layout here is read in place
     assert launch() is c
     err = relative_error(c, a, b)
     assert err < tolerance, (
@@ -145,7 +154,8 @@ def test_any_layout_gives_the_right_answer(rng, name):
     for label, a, b, copied in _layouts(rng, 67, 45, 37, b_col_only, dtype):
         c = poisoned(67, 45, dtype=dtype)
         launch = xgemm.prepare(a, b, variant=name, out=c)
-        assert launch.copies == copied, label
+        tma = tma_copies(name, a, b)  # a TMA rung also pads rows that are not 16-byte aligned
+        assert launch.copies == tuple(x for x in ("a", "b") if x in copied or x in tma), label
         launch()
         err = relative_error(c, a, b)
         assert err < BY_DTYPE[dtype], f"{name}, {label}: error {err} (seed {rng.seed})"
@@ -172,7 +182,9 @@ def test_layouts_read_in_place_are_not_copied(rng, monkeypatch):
         for x in xs:
             for y in ys:
                 if ("col" if y.flags.f_contiguous else "row") in v.b_layouts:
-                    err = relative_error(xgemm.matmul(x, y, variant=name), x, y)
+                    launch = xgemm.prepare(x, y, variant=name)
+                    assert launch.copies == tma_copies(name, x, y), name
+                    err = relative_error(launch(), x, y)
                     assert err < BY_DTYPE[dtype], name
 
 
@@ -232,17 +244,66 @@ def test_mma_picks_the_16_byte_specialisation(rng, flags_seen):
         assert relative_error(c, a, b) < BY_DTYPE["float16"]
 
 
-def test_a_variant_newer_than_the_gpu_is_refused(rng, monkeypatch):
+@pytest.mark.parametrize("cc, name, needs", [(75, "mma", "8.0"), (80, "wgmma", "9.0")])
+def test_a_variant_newer_than_the_gpu_is_refused(rng, monkeypatch, cc, name, needs):
     import xgemm.api
 
-    monkeypatch.setattr(xgemm.api, "_compute_capability", lambda device: 75)
+    monkeypatch.setattr(xgemm.api, "_compute_capability", lambda device: cc)
     a = rng.matrix(512, 512, dtype="float16")
-    with pytest.raises(ValueError, match=r"'mma' needs compute capability 8.0 or newer; "
-                                         r"GPU \d+ has 7.5: use one of .*vectorized"):
-        xgemm.matmul(a, a, variant="mma")
+    with pytest.raises(ValueError, match=rf"'{name}' needs compute capability {needs} or newer;"
+                                         rf" GPU \d+ has {cc / 10}: use one of .*vectorized"):
+        xgemm.matmul(a, a, variant=name)
     launch = xgemm.prepare(a, a)  # auto never picks it there
-    assert launch.variant.min_cc <= 75
+    assert launch.variant.min_cc <= cc
     assert relative_error(launch(), a, a) < BY_DTYPE["float16"]
+
+
+def test_wgmma_pads_only_rows_tma_cannot_read(rng):
+    def mat(rows, cols, order="C"):
+        return rng.matrix(rows, cols, order, "bfloat16")
+
+    wide = mat(64, 80)
+    cases = [(mat(64, 64), mat(64, 32), ()),
+             (mat(64, 60), mat(60, 32), ("a",)),           # lda = 60: 120-byte rows
+             (wide[:, 4:68], mat(64, 32), ("a",)),         # A starts 8 bytes off
+             (wide[:, 8:72], mat(64, 32), ()),             # lda = 80, 16 bytes in
+             (mat(64, 64, "F"), mat(64, 30, "F"), ()),      # column-major, ld 64 each
+             (mat(64, 64), mat(64, 30), ("b",)),           # ldb = 30
+             (mat(60, 64, "F"), mat(64, 32), ("a",))]      # column-major A, ld = 60
+    for a, b, copies in cases:
+        launch = xgemm.prepare(a, b, variant="wgmma")
+        assert launch.copies == copies, (a.shape, a.strides, b.shape, b.strides)
+        assert relative_error(launch(), a, b) < BY_DTYPE["bfloat16"]
+
+
+def test_auto_reads_16_bit_operands_in_place(rng):
+    """auto takes wgmma on Hopper where TMA can read both operands, and mma (which reads
+    any layout in place) where it cannot: auto never copies an operand it can read."""
+    import xgemm.api
+
+    if xgemm.api._compute_capability(0) < 90:
+        pytest.skip("wgmma needs an sm_90 GPU")
+    aligned = xgemm.prepare(rng.matrix(512, 512, dtype="float16"),
+                            rng.matrix(512, 512, dtype="float16"))
+    assert aligned.variant.name == "wgmma" and aligned.copies == ()
+    a, b = rng.matrix(512, 500, dtype="float16"), rng.matrix(500, 512, dtype="float16")
+    odd = xgemm.prepare(a, b)  # lda = 500: 1000-byte rows
+    assert odd.variant.name == "mma" and odd.copies == ()
+    assert relative_error(odd(), a, b) < BY_DTYPE["float16"]
+
+
+@pytest.mark.parametrize("shapes", [((5, 64, 48), (48, 40)), ((64, 48), (5, 48, 40)),
+                                    ((3, 1, 64, 48), (1, 4, 48, 40))])
+def test_wgmma_batches_and_broadcasts(rng, shapes):
+    import cupy
+
+    a, b = rng.array(shapes[0], "float16"), rng.array(shapes[1], "float16")
+    launch = xgemm.prepare(a, b, variant="wgmma")
+    assert launch.copies == ()
+    c = launch()
+    ref = cupy.matmul(a.astype(cupy.float64), b.astype(cupy.float64))
+    assert c.shape == ref.shape
+    assert frobenius_error(c, ref) < BY_DTYPE["float16"]
 
 
 def test_second_call_compiles_nothing(rng):

@@ -17,7 +17,7 @@ ALL = xgemm.variants()
 
 def test_ladder_order():
     assert ALL == ["naive", "coalesced", "tiled", "coarse1d", "coarse2d", "vectorized",
-                   "transposed_b", "warptile", "pipelined", "splitk", "wmma", "mma"]
+                   "transposed_b", "warptile", "pipelined", "splitk", "wmma", "mma", "wgmma"]
     assert xgemm.DEFAULT_VARIANT == xgemm.AUTO == "auto"
 
 
@@ -36,6 +36,13 @@ def test_declaration_is_consistent(name):
         assert v.threads_per_block(point) % 32 == 0  # whole warps
     for corner in v.corners(dtype):
         assert corner in points
+
+
+def test_persistent_grid_has_a_block_per_sm_at_most():
+    v = xgemm.get_variant("wgmma")
+    assert v.archs == ("sm_90a",) and xgemm.get_variant("mma").archs == ("sm_80", "sm_90")
+    assert v.launch(v.defaults, 4096, 4096, sms=132) == ((132, 1), (384,))  # 512 tiles
+    assert v.launch(v.defaults, 300, 500, sms=132) == ((6, 1), (384,))      # 3 x 2 tiles
 
 
 def test_unknown_variant_names_the_closest():

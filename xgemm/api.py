@@ -234,6 +234,14 @@ def _device_limits(device: int) -> tuple[int, int, int]:
 
 
 @functools.cache
+def _multiprocessors(device: int) -> int:
+    """The GPU's SM count: the size of a persistent grid."""
+    import cupy
+
+    return cupy.cuda.Device(device).attributes["MultiProcessorCount"]
+
+
+@functools.cache
 def _compute_capability(device: int) -> int:
     """The GPU's compute capability x 10 (90 for an H100)."""
     import cupy
@@ -258,6 +266,62 @@ def _check_arch(v: Variant, dtype: str, device: int) -> None:
 def _as_matrices(x: cupy.ndarray, vector: str | None) -> cupy.ndarray:
     """A 1-D operand with its dimension back: "row", a (1, K) row; "col", a (K, 1) column."""
     return x[None, :] if vector == "row" else x[:, None] if vector == "col" else x
+
+
+def _tma_ready(x: cupy.ndarray, layout: Layout | None) -> bool:
+    """Whether TMA can read ``x`` in ``layout`` in place: its start, its leading dimension
+    and its batch stride are whole multiples of 16 bytes."""
+    from .tma import ALIGNMENT
+
+    return layout is not None and x.data.ptr % ALIGNMENT == 0 and all(
+        n * x.itemsize % ALIGNMENT == 0 for n in (layout.ld, layout.batch_stride))
+
+
+def _tma_copy(x: cupy.ndarray, layout: Layout, name: str, copies: list[str]
+              ) -> tuple[cupy.ndarray, Layout]:
+    """``x`` copied with its rows (columns, column-major) padded to 16 bytes, for TMA."""
+    import cupy
+
+    from .tma import ALIGNMENT
+
+    group = ALIGNMENT // x.itemsize
+    lines = cupy.swapaxes(x, -1, -2) if layout.col else x  # the contiguous dimension last
+    *batch, outer, inner = lines.shape
+    padded = cupy.empty((*batch, outer, -(-inner // group) * group), dtype=x.dtype)
+    view = padded[..., :inner]
+    view[...] = lines
+    if layout.col:
+        view = cupy.swapaxes(view, -1, -2)
+    if name not in copies:  # (one with no unit stride was copied once already)
+        copies.append(name)
+    found = layout_of(view.shape, view.strides, view.itemsize, ("col" if layout.col else "row",))
+    return view, Layout(layout.col, padded.shape[-1], found.batch_stride)  # ld even of 1 row
+
+
+def _tensor_maps(p: dict[str, int], dtype: str, a: cupy.ndarray, b: cupy.ndarray,
+                 layout_a: Layout, layout_b: Layout, shapes: Shapes, first: int, count: int
+                 ) -> tuple[np.ndarray, np.ndarray]:
+    """The TMA tensor maps of A and B for products first .. first + count of the batch:
+    (inner, outer, batch) dimensions, the box one copy of the kernel brings (64 values
+    along the contiguous dimension; k-contiguous operands a whole BM or BN rows at once).
+    With K = 0 the kernel copies nothing: the maps are left empty."""
+    from .tma import tensor_map
+
+    if shapes.k == 0:
+        empty = np.zeros(1, dtype=np.dtype((np.void, 128)))
+        return empty, empty
+    item = a.itemsize
+    def one(x, layout, rows, cols, k_contiguous, block):
+        inner, outer = (rows, cols) if layout.col else (cols, rows)
+        batched = layout.batch_stride != 0
+        stride = layout.batch_stride if batched else layout.ld * outer
+        return tensor_map(
+            x.data.ptr + first * layout.batch_stride * item, dtype,
+            (inner, outer, count if batched else 1), (layout.ld * item, stride * item),
+            (64, block if k_contiguous else 64, 1))
+
+    return (one(a, layout_a, shapes.m, shapes.k, not layout_a.col, p["BM"]),
+            one(b, layout_b, shapes.k, shapes.n, layout_b.col, p["BN"]))
 
 
 def _operand(x: cupy.ndarray, shapes: Shapes, rows: int, cols: int,
@@ -418,6 +482,10 @@ def prepare(a: Any, b: Any, variant: str = DEFAULT_VARIANT, out: cupy.ndarray | 
                 ("col" if b_col else "row") not in v.b_layouts or v.min_cc > cc:
             name, p = heuristic(shapes.m, shapes.n, shapes.k, dtype, cc)
             v = get_variant(name)
+        if v.tma and not all(_tma_ready(x, layout_of(x.shape, x.strides, x.itemsize))
+                             for x in (mat_a, mat_b)):  # no copy for auto: a rung without TMA
+            name, p = heuristic(shapes.m, shapes.n, shapes.k, dtype, min(cc, 89))
+            v = get_variant(name)
         p = v.resolve(p, dtype)
     else:
         p = v.resolve(params, dtype)
@@ -429,6 +497,11 @@ def prepare(a: Any, b: Any, variant: str = DEFAULT_VARIANT, out: cupy.ndarray | 
                                 copies)
     full_b, layout_b = _operand(mat_b, shapes, shapes.k, shapes.n, v.b_layouts, "b", v.name,
                                 copies)
+    if v.tma and shapes.k > 0:  # TMA reads 16-byte aligned rows: pad the rows of one that isn't
+        if not _tma_ready(full_a, layout_a):
+            full_a, layout_a = _tma_copy(full_a, layout_a, "a", copies)
+        if not _tma_ready(full_b, layout_b):
+            full_b, layout_b = _tma_copy(full_b, layout_b, "b", copies)
 
     # The output, viewed as (*batch, M, N): written in place when its rows have unit
     # stride and it shares no memory with a or b, else through a staging array.
@@ -469,7 +542,7 @@ def prepare(a: Any, b: Any, variant: str = DEFAULT_VARIANT, out: cupy.ndarray | 
             "smaller tiles (or fewer STAGES)"
         )
     launch.shared_mem = smem if v.dynamic_smem else 0
-    grid, block = v.launch(p, shapes.m, shapes.n)
+    grid, block = v.launch(p, shapes.m, shapes.n, _multiprocessors(device))
     acc = np.float64 if DTYPES[dtype].acc == "double" else np.float32
     item = a.itemsize
     splits = v.splits_of(p)
@@ -494,6 +567,9 @@ def prepare(a: Any, b: Any, variant: str = DEFAULT_VARIANT, out: cupy.ndarray | 
             extra = (np.uint64(partials.data.ptr + first * splits * shapes.m * shapes.n
                                * partials.itemsize),
                      np.uint64(arrivals.data.ptr + first * tiles * arrivals.itemsize))
+        if v.tma:
+            extra = _tensor_maps(p, dtype, full_a, full_b, layout_a, layout_b, shapes,
+                                 first, count)
         launch.grids.append((*grid, count * splits))
         launch.args.append((
             np.uint64(full_a.data.ptr + first * layout_a.batch_stride * item),

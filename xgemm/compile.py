@@ -6,7 +6,7 @@ from __future__ import annotations
 import functools
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -50,7 +50,10 @@ def _kernel(name: str, params: tuple[tuple[str, int], ...], spec: Spec, device: 
 
     variant = get_variant(name)
     source = variant.source(dict(params), spec)
-    kernel = cupy.RawKernel(source, variant.kernel_name, options=nvrtc_options())
+    # A variant with a target of its own (sm_90a) names it; CuPy adds the GPU's plain one
+    # (sm_90) after it, and NVRTC given both builds for sm_90a (tests/test_compile.py).
+    target = (f"-arch={variant.target}",) if variant.target else ()
+    kernel = cupy.RawKernel(source, variant.kernel_name, options=(*target, *nvrtc_options()))
     kernel.compile()  # now, for the current device, so that errors surface here
     smem = variant.shared_memory(dict(params), spec.dtype)
     if variant.dynamic_smem and smem > MAX_STATIC_SMEM_BYTES:  # opt in beyond 48 KiB
@@ -93,8 +96,10 @@ class CompileError(RuntimeError):
     """NVRTC rejected a rendered template; the message holds its log."""
 
 
-def compile_offline(source: str, arch: str, name: str = "kernel.cu") -> PtxasReport:
-    """Compile ``source`` to a cubin for ``arch`` (e.g. "sm_90") with NVRTC, no GPU needed.
+def compile_offline(source: str, arch: str, name: str = "kernel.cu",
+                    extra_options: Sequence[str] = ()) -> PtxasReport:
+    """Compile ``source`` to a cubin for ``arch`` (e.g. "sm_90") with NVRTC, no GPU needed;
+    ``extra_options`` go after the others.
 
     Uses the NVRTC that ``cuda-bindings`` finds (the ``nvidia-cuda-nvrtc`` wheel), with
     ptxas in verbose mode, and parses its report.
@@ -115,7 +120,7 @@ def compile_offline(source: str, arch: str, name: str = "kernel.cu") -> PtxasRep
     (prog,) = check(nvrtc.nvrtcCreateProgram(source.encode(), name.encode(), 0, [], []))
     try:
         options = [o.encode() for o in (*nvrtc_options(), f"--gpu-architecture={arch}",
-                                          "--ptxas-options=-v")]
+                                          "--ptxas-options=-v", *extra_options)]
         (status,) = nvrtc.nvrtcCompileProgram(prog, len(options), options)
         (size,) = check(nvrtc.nvrtcGetProgramLogSize(prog))
         log_bytes = b" " * size

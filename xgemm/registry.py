@@ -99,7 +99,8 @@ def _code(expr: str) -> CodeType:
 
 def _eval(expr: str, names: Mapping[str, int]) -> int:
     """Evaluate one of a declaration's expressions (compiled once: matmul calls this)."""
-    return eval(_code(expr), {"__builtins__": {}, "cdiv": cdiv}, dict(names))  # noqa: S307
+    return eval(_code(expr), {"__builtins__": {}, "cdiv": cdiv, "min": min},  # noqa: S307
+                dict(names))
 
 
 def _holds(rule: str, names: Mapping[str, int]) -> bool:
@@ -136,7 +137,8 @@ class Variant:
     constraints: Sequence[str]
     #: Block shape, as expressions over the parameters.
     block: tuple[str, ...]
-    #: Grid shape, as expressions over the parameters and M, N.
+    #: Grid shape, as expressions over the parameters, M, N and SMS (the GPU's
+    #: multiprocessors, for a persistent grid).
     grid: tuple[str, ...]
     #: Bytes of shared memory a block uses (``BYTES``: the size of one element).
     smem_bytes: str = "0"
@@ -156,6 +158,12 @@ class Variant:
     flags: tuple[str, ...] = ()
     #: The oldest GPU it runs on, as compute capability x 10 (80: sm_80, Ampere).
     min_cc: int = 0
+    #: The one NVRTC target it must be built for ("sm_90a": wgmma and setmaxnreg exist only
+    #: there), or None: built for the GPU it runs on (and checked offline for sm_80, sm_90).
+    target: str | None = None
+    #: Whether A and B reach it through TMA tensor maps (two more kernel arguments, made
+    #: per call; TMA needs 16-byte aligned rows, see ``xgemm.api``).
+    tma: bool = False
     kernel_name: str = field(init=False)
     _resolved: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
@@ -276,11 +284,17 @@ class Variant:
             total *= _eval(expr, params)
         return total
 
+    @property
+    def archs(self) -> tuple[str, ...]:
+        """The targets the offline compile check builds it for."""
+        return (self.target,) if self.target else ("sm_80", "sm_90")
+
     def launch(
-        self, params: Mapping[str, int], m: int, n: int
+        self, params: Mapping[str, int], m: int, n: int, sms: int = 132
     ) -> tuple[tuple[int, ...], tuple[int, ...]]:
-        """(grid, block) for an M x N output; ValueError if the grid is too large."""
-        names = {**params, "M": m, "N": n}
+        """(grid, block) for an M x N output on a GPU of ``sms`` multiprocessors (``SMS``
+        in a persistent grid's expression); ValueError if the grid is too large."""
+        names = {**params, "M": m, "N": n, "SMS": sms}
         grid = tuple(_eval(e, names) for e in self.grid)
         block = tuple(_eval(e, params) for e in self.block)
         for axis, (size, limit) in enumerate(zip(grid, MAX_GRID, strict=False)):

@@ -64,21 +64,29 @@ def shape_bucket(m: int, n: int, k: int) -> str:
 def heuristic(m: int, n: int, k: int, dtype: str = "float32", cc: int = 90
               ) -> tuple[str, dict[str, int]]:
     """The variant ``auto`` uses for a shape nobody tuned, on a GPU of compute capability
-    ``cc`` x 10: from the H100 measurements in bench/: ``mma`` (tensor cores) for 16-bit
-    outputs of 2^16 elements or more on sm_80 and newer; splitk for float32 outputs of at
-    most 2^18 elements with K >= 4096; for outputs of a million elements or more the
-    fastest large-tile rung for the dtype (``pipelined`` for float32, ``vectorized`` for
-    the others), coarse1d for mid-sized outputs, tiled for small ones. All variants are
+    ``cc`` x 10: from the H100 measurements in bench/: for 16-bit outputs of 2^16
+    elements or more the tensor cores, ``wgmma`` on sm_90 (``prepare`` takes ``mma``
+    instead for operands TMA cannot read in place), ``mma`` on sm_80 and newer; splitk
+    for float32 outputs of at most 2^18 elements with K >= 4096; for outputs of a
+    million elements or more the fastest large-tile rung for the dtype (``pipelined`` for
+    float32, ``vectorized`` for the others), coarse1d for mid-sized outputs, tiled for
+    small ones. All variants are
     correct for every shape, so this only ever costs speed.
 
     >>> heuristic(4096, 4096, 4096)[0], heuristic(1024, 512, 64)[0], heuristic(64, 64, 64)[0]
     ('pipelined', 'coarse1d', 'tiled')
-    >>> heuristic(4096, 4096, 4096, "float16")[0], heuristic(4096, 4096, 4096, "float16", 75)[0]
-    ('mma', 'vectorized')
+    >>> [heuristic(4096, 4096, 4096, "float16", cc)[0] for cc in (90, 80, 75)]
+    ['wgmma', 'mma', 'vectorized']
     >>> heuristic(128, 128, 65536)[1]["SPLITS"]  # K split across 64 blocks per tile
     64
     """
     outputs = m * n
+    wgmma = get_variant("wgmma")
+    if dtype in wgmma.dtypes and cc >= wgmma.min_cc and outputs >= 1 << 16:
+        params = dict(wgmma.defaults)
+        if cdiv(m, params["BM"]) * cdiv(n, params["BN"]) < 132:  # fewer tiles than SMs
+            params.update(BN=128)
+        return "wgmma", params
     mma = get_variant("mma")
     if dtype in mma.dtypes and cc >= mma.min_cc and outputs >= 1 << 16:
         params = dict(mma.defaults)

@@ -239,3 +239,26 @@ register(Variant(
     flags=("aligned16",),
     **TENSOR_CORES,
 ))
+
+register(Variant(
+    name="wgmma",
+    template="gemm/12_wgmma.cu.j2",
+    adds="Hopper: warpgroups issue wgmma on shared-memory tiles that TMA brings into an mbarrier"
+         " ring; a producer warpgroup, CONSUMERS consumer warpgroups, a persistent grid",
+    defaults={"BM": 128, "BN": 256, "CONSUMERS": 2, "STAGES": 4, "GROUP": 8},
+    space={"BM": [64, 128, 256], "BN": [64, 128, 256], "CONSUMERS": [1, 2],
+           "STAGES": [2, 3, 4, 6], "GROUP": [8]},
+    constraints=[
+        "BM % (64 * CONSUMERS) == 0",           # each consumer warpgroup: whole m64 rows
+        "BM // CONSUMERS // 64 * BN // 2 <= 128",  # accumulators a consumer thread holds
+    ],
+    block=("128 * (CONSUMERS + 1)",),
+    grid=("min(SMS, cdiv(M, BM) * cdiv(N, BN))", "1"),
+    # the ring (64 k values a stage), its 2 x STAGES mbarriers, 1 KiB to align it
+    smem_bytes="STAGES * (BM + BN) * 64 * BYTES + 16 * STAGES + 1024",
+    dynamic_smem=True,
+    dtypes=("float16", "bfloat16"),
+    min_cc=90,
+    target="sm_90a",
+    tma=True,
+))

@@ -1,0 +1,76 @@
+"""TMA tensor maps: how the copy engine of an sm_90 GPU finds a tile of a matrix.
+
+A tensor map describes a strided array in global memory (its base, up to five dimensions
+and their byte strides) and the box one copy brings into shared memory, with its swizzle.
+The CUDA driver encodes it (``cuTensorMapEncodeTiled``) on the host; the kernel takes the
+128 bytes by value. CuPy wraps no tensor-map call, so this module calls the driver's C
+entry point through ctypes: the driver is there whenever a GPU is, and nothing else is
+needed.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+from collections.abc import Sequence
+
+import numpy as np
+
+#: CUtensorMapDataType values, by NumPy dtype name.
+DATA_TYPES = {"float16": 6, "float32": 7, "bfloat16": 9}
+_SWIZZLE_128B = 3        # CU_TENSOR_MAP_SWIZZLE_128B
+_L2_PROMOTION_256B = 3   # CU_TENSOR_MAP_L2_PROMOTION_L2_256B
+_INTERLEAVE_NONE = 0
+_OOB_FILL_ZEROS = 0      # CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE: outside the array reads as 0
+#: What TMA needs of a global array: base address and every stride in multiples of this.
+ALIGNMENT = 16
+
+
+@functools.cache
+def _encode():
+    u32, u64 = ctypes.c_uint32, ctypes.c_uint64
+    try:
+        driver = ctypes.CDLL("libcuda.so.1")
+    except OSError as exc:
+        raise RuntimeError(f"TMA tensor maps need the CUDA driver (libcuda.so.1): {exc}") from None
+    encode = driver.cuTensorMapEncodeTiled
+    encode.restype = ctypes.c_int
+    encode.argtypes = [ctypes.c_void_p, ctypes.c_int, u32, ctypes.c_void_p,
+                       ctypes.POINTER(u64), ctypes.POINTER(u64), ctypes.POINTER(u32),
+                       ctypes.POINTER(u32), ctypes.c_int, ctypes.c_int, ctypes.c_int,
+                       ctypes.c_int]
+    return encode
+
+
+def tensor_map(address: int, dtype: str, dims: Sequence[int], strides: Sequence[int],
+               box: Sequence[int]) -> np.ndarray:
+    """The tensor map of an array at device ``address``: ``dims`` elements per dimension,
+    innermost (contiguous) first; ``strides`` the bytes between consecutive indices of
+    every dimension but the first; ``box`` the elements one copy brings, per dimension.
+    Swizzled in 128-byte rows, zeros outside the array.
+
+    Returns a NumPy array of one 128-byte element, which CuPy passes to a kernel by value
+    (a ``const __grid_constant__`` parameter of 128 bytes). RuntimeError with the driver's
+    code if the driver refuses (e.g. an address or stride not a multiple of 16 bytes).
+
+    A row-major 4096 x 4096 bfloat16 matrix at ``ptr``, in boxes of 128 rows of 64:
+
+    >>> tensor_map(ptr, "bfloat16", (4096, 4096, 1), (8192, 2**25), (64, 128, 1))  # doctest: +SKIP
+    """
+    rank = len(dims)
+    if not (len(strides) == rank - 1 and len(box) == rank):
+        raise ValueError(f"{rank} dims need {rank - 1} strides and {rank} box sizes")
+    raw = np.zeros(128 + 64, dtype=np.uint8)   # the driver wants the map 64-byte aligned
+    start = -raw.ctypes.data % 64
+    out = raw[start:start + 128]
+    u32, u64 = ctypes.c_uint32, ctypes.c_uint64
+    code = _encode()(
+        out.ctypes.data, DATA_TYPES[dtype], rank, address,
+        (u64 * rank)(*dims), (u64 * (rank - 1))(*strides), (u32 * rank)(*box),
+        (u32 * rank)(*([1] * rank)), _INTERLEAVE_NONE, _SWIZZLE_128B, _L2_PROMOTION_256B,
+        _OOB_FILL_ZEROS)
+    if code != 0:
+        raise RuntimeError(
+            f"cuTensorMapEncodeTiled refused (CUresult {code}) a {dtype} map of dims {tuple(dims)},"
+            f" byte strides {tuple(strides)}, box {tuple(box)} at address {address:#x}")
+    return out.view(np.dtype((np.void, 128)))
