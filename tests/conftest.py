@@ -38,6 +38,16 @@ def private_tuning_file(tmp_path, monkeypatch):
 #: Relative Frobenius error allowed per dtype, against float64 of the (rounded) inputs.
 TOLERANCE = {"float64": 1e-12, "float32": 1e-5, "float16": 1e-2, "bfloat16": 1e-2}
 DTYPES = tuple(TOLERANCE)
+#: ... and for a variant that rounds float32 inputs to TF32 (10-bit mantissas).
+TF32_TOLERANCE = 5e-3
+
+
+def tolerance(name: str, dtype: str) -> float:
+    """The error allowed variant ``name`` in ``dtype``: the dtype's, or TF32's for a rung
+    that runs float32 as TF32."""
+    import xgemm
+
+    return TF32_TOLERANCE if xgemm.get_variant(name).precision == "tf32" else TOLERANCE[dtype]
 
 
 def cupy_dtype(name: str):

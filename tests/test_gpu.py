@@ -8,7 +8,9 @@ from __future__ import annotations
 import pytest
 from conftest import (
     DTYPES,
+    TF32_TOLERANCE,
     cupy_dtype,
+    f64,
     frobenius_error,
     home_dtype,
     poisoned,
@@ -17,6 +19,7 @@ from conftest import (
     tma_copies,
 )
 from conftest import TOLERANCE as BY_DTYPE
+from conftest import tolerance as tolerance_of
 
 import xgemm
 
@@ -47,17 +50,19 @@ POINTS = [(n, p) for n in xgemm.variants() for p in xgemm.get_variant(n).points(
 
 def operands(rng, name, m, n, k, layout="NN", dtype=None):
     """A (M, K) and B (K, N): "N" C-ordered, "T" a transposed view (column-major). A
-    variant that reads B column-major only gets B so whatever the layout says. The dtype
+    variant that reads B column-major only gets B so whatever the layout says, and one
+    that reads A row-major only gets such an A. The dtype
     defaults to the variant's home dtype (float32 where it takes it)."""
     v = xgemm.get_variant(name)
     dtype = dtype or home_dtype(name)
     b_order = "F" if layout[1] == "T" or "row" not in v.b_layouts else "C"
-    a = rng.matrix(m, k, "F" if layout[0] == "T" else "C", dtype)
+    a_order = "F" if layout[0] == "T" and "col" in v.a_layouts else "C"
+    a = rng.matrix(m, k, a_order, dtype)
     return a, rng.matrix(k, n, b_order, dtype)
 
 
 def check(rng, name, a, b, tolerance=None, **params):
-    tolerance = tolerance or BY_DTYPE[a.dtype.name]
+    tolerance = tolerance or tolerance_of(name, a.dtype.name)
     c = poisoned(a.shape[0], b.shape[1], dtype=a.dtype.name)
     launch = xgemm.prepare(a, b, variant=name, out=c, **params)
     assert launch.copies == tma_copies(name, a, b)  # every layout here is read in place
@@ -90,7 +95,7 @@ def test_dtypes_and_layouts(rng, name, layout, dtype):
         return
     for shape in [(1, 1, 1), (37, 29, 43), (130, 67, 259), (257, 3, 97)]:
         a, b = operands(rng, name, *shape, layout=layout, dtype=dtype)
-        check(rng, name, a, b, tolerance=BY_DTYPE[dtype])
+        check(rng, name, a, b)
 
 
 @pytest.mark.parametrize("name", [*xgemm.variants(), "auto"])
@@ -121,12 +126,12 @@ def test_empty_output(rng, name, m, n):
 def test_without_out(rng, name):
     a, b = operands(rng, name, 129, 67, 93)
     c = xgemm.matmul(a, b, variant=name)
-    assert c.shape == (129, 67) and relative_error(c, a, b) < BY_DTYPE[a.dtype.name]
+    assert c.shape == (129, 67) and relative_error(c, a, b) < tolerance_of(name, a.dtype.name)
 
 
-def _layouts(rng, m, n, k, b_col_only, dtype="float32"):
+def _layouts(rng, m, n, k, b_col_only, dtype="float32", a_row_only=False):
     """(label, a, b, copied) in layouts a caller may hand over; ``copied`` names the
-    operands that must be copied (no unit stride)."""
+    operands that must be copied (no unit stride). Column-major A only where it is read."""
     def mat(rows, cols, order="C"):
         return rng.matrix(rows, cols, order, dtype)
 
@@ -136,8 +141,9 @@ def _layouts(rng, m, n, k, b_col_only, dtype="float32"):
     wide = mat(m, k + 9)
     yield "row slice of a wider A (lda > K)", wide[:, 3:3 + k], b_(k, n), ()
     yield "A offset by one element (unaligned)", wide[:, 1:1 + k], b_(k, n), ()
-    yield "column-major A", mat(m, k, "F"), b_(k, n), ()
-    yield "column slice of a column-major A", mat(m + 5, k, "F")[2:2 + m], b_(k, n), ()
+    if not a_row_only:
+        yield "column-major A", mat(m, k, "F"), b_(k, n), ()
+        yield "column slice of a column-major A", mat(m + 5, k, "F")[2:2 + m], b_(k, n), ()
     yield "A with a column step", mat(m, 2 * k)[:, ::2], b_(k, n), ("a",)
     yield "transposed view of B", mat(m, k), mat(n, k).T, ()
     yield "B with negative strides", mat(m, k), b_(k, n)[::-1, ::-1], ("b",)
@@ -149,16 +155,17 @@ def _layouts(rng, m, n, k, b_col_only, dtype="float32"):
 
 @pytest.mark.parametrize("name", xgemm.variants())
 def test_any_layout_gives_the_right_answer(rng, name):
-    b_col_only = "row" not in xgemm.get_variant(name).b_layouts
+    v = xgemm.get_variant(name)
     dtype = home_dtype(name)
-    for label, a, b, copied in _layouts(rng, 67, 45, 37, b_col_only, dtype):
+    for label, a, b, copied in _layouts(rng, 67, 45, 37, "row" not in v.b_layouts, dtype,
+                                        "col" not in v.a_layouts):
         c = poisoned(67, 45, dtype=dtype)
         launch = xgemm.prepare(a, b, variant=name, out=c)
         tma = tma_copies(name, a, b)  # a TMA rung also pads rows that are not 16-byte aligned
         assert launch.copies == tuple(x for x in ("a", "b") if x in copied or x in tma), label
         launch()
         err = relative_error(c, a, b)
-        assert err < BY_DTYPE[dtype], f"{name}, {label}: error {err} (seed {rng.seed})"
+        assert err < tolerance_of(name, dtype), f"{name}, {label}: error {err} (seed {rng.seed})"
 
 
 def test_layouts_read_in_place_are_not_copied(rng, monkeypatch):
@@ -181,11 +188,12 @@ def test_layouts_read_in_place_are_not_copied(rng, monkeypatch):
         xs, ys = arrays[dtype]
         for x in xs:
             for y in ys:
-                if ("col" if y.flags.f_contiguous else "row") in v.b_layouts:
+                if ("col" if x.flags.f_contiguous else "row") in v.a_layouts and \
+                        ("col" if y.flags.f_contiguous else "row") in v.b_layouts:
                     launch = xgemm.prepare(x, y, variant=name)
                     assert launch.copies == tma_copies(name, x, y), name
                     err = relative_error(launch(), x, y)
-                    assert err < BY_DTYPE[dtype], name
+                    assert err < tolerance_of(name, dtype), name
 
 
 def test_a_layout_the_variant_cannot_read_is_refused(rng):
@@ -244,17 +252,20 @@ def test_mma_picks_the_16_byte_specialisation(rng, flags_seen):
         assert relative_error(c, a, b) < BY_DTYPE["float16"]
 
 
-@pytest.mark.parametrize("cc, name, needs", [(75, "mma", "8.0"), (80, "wgmma", "9.0")])
-def test_a_variant_newer_than_the_gpu_is_refused(rng, monkeypatch, cc, name, needs):
+@pytest.mark.parametrize("cc, name, needs", [
+    (75, "mma", "8.0 or newer"),
+    (80, "wgmma", r"9.0 exactly \(it is built for sm_90a\)"),
+    (100, "wgmma", r"9.0 exactly")])
+def test_a_variant_the_gpu_cannot_run_is_refused(rng, monkeypatch, cc, name, needs):
     import xgemm.api
 
     monkeypatch.setattr(xgemm.api, "_compute_capability", lambda device: cc)
     a = rng.matrix(512, 512, dtype="float16")
-    with pytest.raises(ValueError, match=rf"'{name}' needs compute capability {needs} or newer;"
+    with pytest.raises(ValueError, match=rf"'{name}' needs compute capability {needs};"
                                          rf" GPU \d+ has {cc / 10}: use one of .*vectorized"):
         xgemm.matmul(a, a, variant=name)
     launch = xgemm.prepare(a, a)  # auto never picks it there
-    assert launch.variant.min_cc <= cc
+    assert launch.variant.runs_on(cc)
     assert relative_error(launch(), a, a) < BY_DTYPE["float16"]
 
 
@@ -292,18 +303,75 @@ def test_auto_reads_16_bit_operands_in_place(rng):
     assert relative_error(odd(), a, b) < BY_DTYPE["float16"]
 
 
-@pytest.mark.parametrize("shapes", [((5, 64, 48), (48, 40)), ((64, 48), (5, 48, 40)),
-                                    ((3, 1, 64, 48), (1, 4, 48, 40))])
-def test_wgmma_batches_and_broadcasts(rng, shapes):
+@pytest.mark.parametrize("shapes, copies", [
+    (((5, 64, 48), (48, 40)), ()),
+    (((64, 48), (5, 48, 40)), ()),
+    (((3, 1, 64, 48), (1, 4, 48, 40)), ("a", "b")),  # no single stride walks either batch
+    (((5, 64, 44), (44, 40)), ("a",)),  # a batch with 88-byte rows: padded
+    (((5, 64, 48), (48, 36)), ("b",)),  # a broadcast b with 72-byte rows: padded once
+])
+def test_wgmma_batches_and_broadcasts(rng, shapes, copies):
     import cupy
 
     a, b = rng.array(shapes[0], "float16"), rng.array(shapes[1], "float16")
     launch = xgemm.prepare(a, b, variant="wgmma")
-    assert launch.copies == ()
+    assert launch.copies == copies
+    if b.ndim == 2:  # a broadcast b stays one matrix (batch stride 0), padded or not
+        assert int(launch.args[0][10]) == 0
     c = launch()
     ref = cupy.matmul(a.astype(cupy.float64), b.astype(cupy.float64))
     assert c.shape == ref.shape
     assert frobenius_error(c, ref) < BY_DTYPE["float16"]
+
+
+def test_tf32_only_when_asked(rng):
+    """float32 runs exact unless precision="tf32" is given; then, on sm_90 and for a
+    row-major a and a column-major b, auto takes wgmma_tf32, whose error shows the
+    rounding (above exact float32's, within TF32's tolerance). Elsewhere: exact rungs."""
+    import xgemm.api
+
+    a, w = rng.matrix(512, 384), rng.matrix(256, 384)  # a @ w.T: K-major both
+    exact = xgemm.prepare(a, w.T)
+    assert exact.variant.precision is None
+    assert relative_error(exact(), a, w.T) < TOLERANCE
+    b = rng.matrix(384, 256)  # row-major b: no TF32 rung reads it
+    fallback = xgemm.prepare(a, b, precision="tf32")
+    assert fallback.variant.precision is None and fallback.copies == ()
+    assert relative_error(fallback(), a, b) < TOLERANCE
+    if xgemm.api._compute_capability(0) < 90:
+        pytest.skip("wgmma_tf32 needs an sm_90 GPU")
+    tf32 = xgemm.prepare(a, w.T, precision="tf32")
+    assert tf32.variant.name == "wgmma_tf32"
+    err = relative_error(tf32(), a, w.T)
+    assert 1e-5 < err < TF32_TOLERANCE, err
+    with pytest.raises(ValueError, match="precision='tf32' lets float32 inputs run as TF32"):
+        xgemm.matmul(a.astype("float16"), w.T.astype("float16"), precision="tf32")
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("name", xgemm.variants())
+def test_float32_output_of_16_bit_inputs(rng, name, dtype):
+    """out_dtype="float32" (or a float32 out / c) keeps the float32 sums unrounded: the
+    error against float64 of the rounded inputs is float32's, not the 16-bit type's."""
+    import cupy
+
+    if refuses_dtype(name, dtype):
+        return
+    for shape in [(67, 45, 37), (128, 64, 96)]:
+        a, b = operands(rng, name, *shape, dtype=dtype)
+        c = xgemm.matmul(a, b, variant=name, out_dtype="float32")
+        assert c.dtype == cupy.float32
+        assert relative_error(c, a, b) < 1e-5, (name, shape)
+        out = poisoned(shape[0], shape[1])
+        bias = rng.array((shape[1],))
+        launch = xgemm.prepare(a, b, variant=name, out=out, bias=bias)
+        assert launch.spec.out_dtype == "float32" and launch() is out
+        expected = f64(a) @ f64(b) + f64(bias)
+        assert frobenius_error(out, expected) < 1e-5, (name, shape)
+        c0 = rng.array(shape[:2])
+        expected = 2.0 * (f64(a) @ f64(b)) + 0.5 * f64(c0)
+        xgemm.gemm(a, b, c0, alpha=2.0, beta=0.5, variant=name)
+        assert frobenius_error(c0, expected) < 1e-5, (name, shape)
 
 
 def test_second_call_compiles_nothing(rng):

@@ -129,6 +129,21 @@ def test_choose_prefers_the_tuned_entry(monkeypatch):
     assert tuning.choose(60, 33, 64, "float32", 0) == ("tiled", {"tile": 8})
 
 
+def test_a_tuned_exact_entry_does_not_answer_for_tf32(monkeypatch):
+    import xgemm.api
+
+    monkeypatch.setattr(tuning, "gpu_name", lambda device: "GPU X")
+    monkeypatch.setattr(xgemm.api, "_compute_capability", lambda device: 90)
+    tuning.tune_cache().store("GPU X", "float32", 4096, 4096, 4096, "pipelined",
+                              dict(xgemm.get_variant("pipelined").defaults), 3.0)
+    assert tuning.choose(4096, 4096, 4096, "float32", 0)[0] == "pipelined"
+    assert tuning.choose(4096, 4096, 4096, "float32", 0, "tf32")[0] == "wgmma_tf32"
+    tuning.tune_cache().store("GPU X", "float32", 4096, 4096, 4096, "wgmma_tf32",
+                              {"BN": 128}, 1.0)
+    name, params = tuning.choose(4096, 4096, 4096, "float32", 0, "tf32")
+    assert name == "wgmma_tf32" and params["BN"] == 128  # the tuned entry this time
+
+
 def test_auto_takes_no_parameters():
     with pytest.raises(ValueError, match="variant='auto' picks its own parameters"):
         xgemm.matmul(None, None, tile=16)

@@ -161,3 +161,38 @@ def test_bad_parameters():
         xgemm.matmul(f32(2, 2), f32(2, 2), variant="coarse2d", BN=64, TN=5)
     with pytest.raises(ValueError, match="threads per block 4096 <= 1024"):
         xgemm.matmul(f32(2, 2), f32(2, 2), variant="naive", block=64)
+
+
+def test_unknown_precision_is_refused_first():
+    a = np.ones((4, 4), np.float32)  # a host array: the precision is checked before that
+    with pytest.raises(ValueError, match="unknown precision 'fp8': None .* or 'tf32'"):
+        xgemm.matmul(a, a, precision="fp8")
+
+
+def test_output_dtype_rules():
+    from xgemm.api import _output_dtype
+
+    half = np.empty(1, np.float16)
+    single = np.empty(1, np.float32)
+    assert _output_dtype("float16", None, None, "out") == "float16"
+    assert _output_dtype("bfloat16", "float32", None, "out") == "float32"
+    assert _output_dtype("float16", None, single, "out") == "float32"  # from out's dtype
+    assert _output_dtype("float16", None, half, "out") == "float16"
+    assert _output_dtype("float32", "float32", None, "out") == "float32"
+    with pytest.raises(ValueError, match="a float16 product is stored as float16 or float32"):
+        _output_dtype("float16", "float64", None, "out")
+    with pytest.raises(ValueError, match="a float32 product is stored as float32$"):
+        _output_dtype("float32", "float16", None, "out")
+    with pytest.raises(TypeError, match="c has dtype float16 but out_dtype is 'float32'"):
+        _output_dtype("float16", "float32", half, "c")
+
+
+def test_the_compile_check_builds_a_float32_c_for_16_bit_inputs():
+    v = xgemm.get_variant("mma")
+    wide = [s for s in v.specs("float16") if s.out_dtype == "float32"]
+    assert wide and all(s.bias and s.read_c for s in wide)
+    assert not [s for s in v.specs("float32") if s.out_dtype]
+    src = xgemm.source("mma", "float16", out_dtype="float32")
+    assert "using TC = float;" in src and "using T = __half;" in src
+    with pytest.raises(ValueError, match="stored as float32, not float16"):
+        xgemm.source("tiled", "float32", out_dtype="float16")

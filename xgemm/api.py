@@ -16,7 +16,17 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .compile import get_kernel
-from .registry import ACTIVATIONS, DTYPES, MAX_GRID, Spec, Variant, get_variant
+from .registry import (
+    ACTIVATIONS,
+    DTYPES,
+    MAX_GRID,
+    NARROW,
+    WIDE_OUTPUT,
+    Spec,
+    Variant,
+    get_variant,
+    numpy_dtype,
+)
 
 if TYPE_CHECKING:
     import cupy
@@ -27,6 +37,9 @@ AUTO = "auto"
 DEFAULT_VARIANT = AUTO
 
 _INT_MAX = 2**31 - 1  # the kernels take int sizes and leading dimensions
+#: What ``precision=`` takes: None, exact arithmetic in the inputs' dtype (the default),
+#: or "tf32", which lets float32 inputs run on the tensor cores as TF32 (10-bit mantissas).
+PRECISIONS = (None, "tf32")
 #: Most bytes of workspace a split-K launch may take for its partial products.
 MAX_WORKSPACE_BYTES = 2**30
 
@@ -254,12 +267,15 @@ def _check_arch(v: Variant, dtype: str, device: int) -> None:
     from .registry import variants
 
     cc = _compute_capability(device)
-    if cc < v.min_cc:
+    if not v.runs_on(cc):
         able = [name for name in variants() if dtype in get_variant(name).dtypes
-                and get_variant(name).min_cc <= cc]
+                and get_variant(name).runs_on(cc)]
+        needs = (f"compute capability {v.min_cc / 10:.1f}" + (
+            f" exactly (it is built for {v.target})" if v.target and v.target.endswith("a")
+            else " or newer"))
         raise ValueError(
-            f"variant {v.name!r} needs compute capability {v.min_cc / 10:.1f} or newer; GPU "
-            f"{device} has {cc / 10:.1f}: use one of {', '.join(able)} (or 'auto')"
+            f"variant {v.name!r} needs {needs}; GPU {device} has {cc / 10:.1f}: use one of "
+            f"{', '.join(able)} (or 'auto')"
         )
 
 
@@ -279,13 +295,16 @@ def _tma_ready(x: cupy.ndarray, layout: Layout | None) -> bool:
 
 def _tma_copy(x: cupy.ndarray, layout: Layout, name: str, copies: list[str]
               ) -> tuple[cupy.ndarray, Layout]:
-    """``x`` copied with its rows (columns, column-major) padded to 16 bytes, for TMA."""
+    """``x`` (*batch, rows, cols) copied with its rows (columns, column-major) padded to
+    16 bytes, for TMA. A broadcast batch (stride 0) stays one padded matrix, broadcast."""
     import cupy
 
     from .tma import ALIGNMENT
 
     group = ALIGNMENT // x.itemsize
-    lines = cupy.swapaxes(x, -1, -2) if layout.col else x  # the contiguous dimension last
+    broadcast = layout.batch_stride == 0 and x.ndim > 2
+    source = x[(0,) * (x.ndim - 2)] if broadcast else x
+    lines = cupy.swapaxes(source, -1, -2) if layout.col else source  # contiguous dim last
     *batch, outer, inner = lines.shape
     padded = cupy.empty((*batch, outer, -(-inner // group) * group), dtype=x.dtype)
     view = padded[..., :inner]
@@ -294,6 +313,8 @@ def _tma_copy(x: cupy.ndarray, layout: Layout, name: str, copies: list[str]
         view = cupy.swapaxes(view, -1, -2)
     if name not in copies:  # (one with no unit stride was copied once already)
         copies.append(name)
+    if broadcast:
+        return cupy.broadcast_to(view, x.shape), Layout(layout.col, padded.shape[-1], 0)
     found = layout_of(view.shape, view.strides, view.itemsize, ("col" if layout.col else "row",))
     return view, Layout(layout.col, padded.shape[-1], found.batch_stride)  # ld even of 1 row
 
@@ -427,7 +448,8 @@ class Launch:
 
 def prepare(a: Any, b: Any, variant: str = DEFAULT_VARIANT, out: cupy.ndarray | None = None,
             *, c: cupy.ndarray | None = None, alpha: float = 1.0, beta: float = 0.0,
-            bias: Any = None, activation: str | None = None, **params: int) -> Launch:
+            bias: Any = None, activation: str | None = None, precision: str | None = None,
+            out_dtype: str | None = None, **params: int) -> Launch:
     """Check the operands and parameters and lay the launch out, without running it.
 
     ``matmul(a, b, ...)`` is ``prepare(a, b, ...)()`` and ``gemm(a, b, c, ...)`` is
@@ -448,6 +470,9 @@ def prepare(a: Any, b: Any, variant: str = DEFAULT_VARIANT, out: cupy.ndarray | 
     else:
         v = get_variant(variant)
     act = _parse_activation(activation)
+    if precision not in PRECISIONS:
+        raise ValueError(f"unknown precision {precision!r}: None (exact arithmetic) or 'tf32' "
+                         "(float32 inputs may run on the tensor cores as TF32)")
     alpha, beta = _check_scalar("alpha", alpha), _check_scalar("beta", beta)
     if out is not None and c is not None:
         raise ValueError("give out= (matmul) or c= (gemm), not both")
@@ -457,14 +482,18 @@ def prepare(a: Any, b: Any, variant: str = DEFAULT_VARIANT, out: cupy.ndarray | 
         _check_operands(*metas, v, params)
     a, b = _to_cupy(a), _to_cupy(b)
     dtype, shapes = _check_operands(_Meta(a.shape, a.dtype), _Meta(b.shape, b.dtype), v, params)
+    if precision == "tf32" and dtype != "float32":
+        raise ValueError(f"precision='tf32' lets float32 inputs run as TF32; a and b are {dtype}:"
+                         " leave precision out")
     device = a.device.id
     if b.device.id != device:
         raise ValueError(f"a is on GPU {device} and b on GPU {b.device.id}; move one of them")
     target = out if out is not None else c
+    c_dtype = _output_dtype(dtype, out_dtype, target, "out" if c is None else "c")
     if target is not None:
-        _check_target("out" if c is None else "c", target, shapes.out, dtype, device)
+        _check_target("out" if c is None else "c", target, shapes.out, c_dtype, device)
     if bias is not None:
-        bias = _check_bias(bias, shapes.n, dtype, device)
+        bias = _check_bias(bias, shapes.n, c_dtype, device)
 
     import cupy
 
@@ -473,19 +502,26 @@ def prepare(a: Any, b: Any, variant: str = DEFAULT_VARIANT, out: cupy.ndarray | 
     if auto:
         from .tuning import choose, heuristic
 
-        a_col = getattr(layout_of(mat_a.shape, mat_a.strides, a.itemsize), "col", False)
-        b_col = getattr(layout_of(mat_b.shape, mat_b.strides, b.itemsize), "col", False)
         cc = _compute_capability(device)
-        name, p = choose(shapes.m, shapes.n, shapes.k, dtype, device)
-        v = get_variant(name)
-        if ("col" if a_col else "row") not in v.a_layouts or \
-                ("col" if b_col else "row") not in v.b_layouts or v.min_cc > cc:
-            name, p = heuristic(shapes.m, shapes.n, shapes.k, dtype, cc)
+        mats = (mat_a, mat_b)
+        layouts = [layout_of(x.shape, x.strides, x.itemsize) for x in mats]
+
+        def fits(v: Variant) -> bool:
+            """Runs on this GPU, at the precision asked for, reading both operands in
+            place (an operand with no unit stride is copied row-major for any variant)."""
+            read = ["col" if layout is not None and layout.col else "row" for layout in layouts]
+            return (v.runs_on(cc) and v.precision in (None, precision)
+                    and read[0] in v.a_layouts and read[1] in v.b_layouts
+                    and (not v.tma or all(map(_tma_ready, mats, layouts))))
+
+        m, n, k = shapes.m, shapes.n, shapes.k
+        for pick in (lambda: choose(m, n, k, dtype, device, precision),
+                     lambda: heuristic(m, n, k, dtype, cc, precision),
+                     lambda: heuristic(m, n, k, dtype, min(cc, 89))):  # no TMA, no TF32: fits
+            name, p = pick()
             v = get_variant(name)
-        if v.tma and not all(_tma_ready(x, layout_of(x.shape, x.strides, x.itemsize))
-                             for x in (mat_a, mat_b)):  # no copy for auto: a rung without TMA
-            name, p = heuristic(shapes.m, shapes.n, shapes.k, dtype, min(cc, 89))
-            v = get_variant(name)
+            if fits(v):
+                break
         p = v.resolve(p, dtype)
     else:
         p = v.resolve(params, dtype)
@@ -506,7 +542,7 @@ def prepare(a: Any, b: Any, variant: str = DEFAULT_VARIANT, out: cupy.ndarray | 
     # The output, viewed as (*batch, M, N): written in place when its rows have unit
     # stride and it shares no memory with a or b, else through a staging array.
     if target is None:
-        full_c = cupy.empty(shapes.full, dtype=a.dtype)
+        full_c = cupy.empty(shapes.full, dtype=numpy_dtype(c_dtype))
         result, staging = full_c.reshape(shapes.out), None
     else:
         view = target
@@ -518,12 +554,14 @@ def prepare(a: Any, b: Any, variant: str = DEFAULT_VARIANT, out: cupy.ndarray | 
         writable = layout_of(view.shape, view.strides, view.itemsize, ("row",), write=True)
         if writable is None or any(cupy.may_share_memory(target, x)
                                    for x in (a, b, bias) if x is not None):
-            staging = cupy.ascontiguousarray(view) if read_c else cupy.empty(shapes.full, a.dtype)
+            staging = cupy.ascontiguousarray(view) if read_c else cupy.empty(shapes.full,
+                                                                              view.dtype)
             full_c = staging
     layout_c = layout_of(full_c.shape, full_c.strides, full_c.itemsize, ("row",), write=True)
 
     spec = Spec(dtype, layout_a.col, layout_b.col, bias is not None, act, read_c,
-                _flags(v, full_a, full_b, full_c, layout_a, layout_b, layout_c, shapes))
+                _flags(v, full_a, full_b, full_c, layout_a, layout_b, layout_c, shapes),
+                out_dtype=None if c_dtype == dtype else c_dtype)
     launch = Launch(v, p, spec, device, (), (), result=result, copies=tuple(copies),
                     keep=(full_a, full_b, full_c, bias, a, b))
     if staging is not None:
@@ -588,22 +626,24 @@ def prepare(a: Any, b: Any, variant: str = DEFAULT_VARIANT, out: cupy.ndarray | 
 
 def _flags(v: Variant, full_a, full_b, full_c, layout_a: Layout, layout_b: Layout,
            layout_c: Layout, shapes: Shapes) -> tuple[tuple[str, bool], ...]:
-    """The variant's boolean specialisations for these operands: ``aligned``, every group
-    of four elements along a contiguous dimension starts at a 4-element boundary and lies
-    wholly inside the matrix; ``aligned16``, the same for groups of 16 bytes."""
+    """The variant's boolean specialisations for these operands: ``aligned``, in each of
+    A, B and C every group of four elements along a contiguous dimension starts at a
+    4-element boundary and lies wholly inside the matrix; ``aligned16``, the same for
+    groups of 16 bytes (C may be wider than A and B: each counts in its own elements)."""
+    operands = ((full_a, layout_a, shapes.m if layout_a.col else shapes.k),
+                (full_b, layout_b, shapes.k if layout_b.col else shapes.n),
+                (full_c, layout_c, shapes.n))  # each with its extent along its rows
     flags = {}
-    item = full_c.itemsize
-    extents = (shapes.m if layout_a.col else shapes.k,
-               shapes.k if layout_b.col else shapes.n, shapes.n)
     for flag in v.flags:
         if flag not in ("aligned", "aligned16"):
             raise ValueError(f"variant {v.name!r} declares the unknown flag {flag!r}")
-        group = 4 if flag == "aligned" else max(1, 16 // item)  # elements
-        flags[flag] = (
-            all(x.data.ptr % (group * item) == 0 for x in (full_a, full_b, full_c))
-            and all(e % group == 0 for e in extents)
-            and all(lay.ld % group == 0 and lay.batch_stride % group == 0
-                    for lay in (layout_a, layout_b, layout_c)))
+
+        def aligned(x, layout: Layout, extent: int, flag: str = flag) -> bool:
+            group = 4 if flag == "aligned" else max(1, 16 // x.itemsize)  # elements of x
+            return (x.data.ptr % (group * x.itemsize) == 0 and extent % group == 0
+                    and layout.ld % group == 0 and layout.batch_stride % group == 0)
+
+        flags[flag] = all(aligned(*operand) for operand in operands)
     return tuple(sorted(flags.items()))
 
 
@@ -615,6 +655,22 @@ def _check_operands(a: _Meta, b: _Meta, v: Variant | None, params: dict) -> tupl
     return dtype, matmul_shapes(a.shape, b.shape)
 
 
+def _output_dtype(dtype: str, out_dtype: str | None, target: Any, name: str) -> str:
+    """The dtype the product is stored in: the inputs', or (16-bit inputs) float32 when
+    ``out_dtype`` or the dtype of ``target`` (out / c) says so."""
+    wide = dtype in NARROW
+    have = getattr(getattr(target, "dtype", None), "name", None)
+    if out_dtype is not None:
+        if out_dtype not in (dtype, WIDE_OUTPUT if wide else dtype):
+            raise ValueError(
+                f"out_dtype={out_dtype!r}: a {dtype} product is stored as {dtype}"
+                + (f" or {WIDE_OUTPUT} (its float32 sums, unrounded)" if wide else ""))
+        if have is not None and have != out_dtype:
+            raise TypeError(f"{name} has dtype {have} but out_dtype is {out_dtype!r}")
+        return out_dtype
+    return WIDE_OUTPUT if wide and have == WIDE_OUTPUT else dtype
+
+
 def _check_target(name: str, target: Any, shape: tuple[int, ...], dtype: str,
                   device: int) -> None:
     import cupy
@@ -624,7 +680,8 @@ def _check_target(name: str, target: Any, shape: tuple[int, ...], dtype: str,
     if target.shape != shape:
         raise ValueError(f"{name} has shape {target.shape}; a @ b has shape {shape}")
     if target.dtype.name != dtype:
-        raise TypeError(f"{name} has dtype {target.dtype.name}; a @ b has dtype {dtype}")
+        raise TypeError(f"{name} has dtype {target.dtype.name}; a @ b has dtype {dtype}"
+                        + (f" (or {WIDE_OUTPUT}: out_dtype)" if dtype in NARROW else ""))
     if target.device.id != device:
         raise ValueError(f"{name} is on GPU {target.device.id} and the operands on GPU {device}")
 
@@ -650,7 +707,8 @@ def _check_bias(bias: Any, n: int, dtype: str, device: int) -> cupy.ndarray:
 
 # -- the public calls ------------------------------------------------------------------
 def matmul(a: Any, b: Any, variant: str = DEFAULT_VARIANT, out: cupy.ndarray | None = None,
-           *, bias: Any = None, activation: str | None = None, **params: int) -> cupy.ndarray:
+           *, bias: Any = None, activation: str | None = None, precision: str | None = None,
+           out_dtype: str | None = None, **params: int) -> cupy.ndarray:
     """``a @ b`` with numpy.matmul's semantics, computed by one of xgemm's kernels, with an
     optional fused epilogue: ``activation(a @ b + bias)``.
 
@@ -663,9 +721,16 @@ def matmul(a: Any, b: Any, variant: str = DEFAULT_VARIANT, out: cupy.ndarray | N
             and parameters that ``xgemm.tune`` found fastest for this GPU, dtype and a
             shape like this one, else the heuristic of :func:`xgemm.tune.heuristic`.
         out: optional CuPy array of the result's shape and dtype, written in place (an
-            ``out`` that overlaps ``a`` or ``b`` is written through a temporary).
+            ``out`` that overlaps ``a`` or ``b`` is written through a temporary). For
+            16-bit inputs a float32 ``out`` takes the float32 sums unrounded.
         bias: optional 1-D array of length N, added to every row of the product.
         activation: None, "relu", "gelu" (the tanh form) or "silu", applied last.
+        precision: None (exact arithmetic, the default) or "tf32": float32 inputs may
+            then run on the tensor cores as TF32 (10-bit mantissas, float32 sums; on
+            sm_90 ``auto`` takes ``wgmma_tf32`` for a row-major a and a column-major b,
+            and the exact rungs elsewhere). Naming a TF32 variant asks for it too.
+        out_dtype: None (the inputs' dtype) or, for float16 and bfloat16 inputs,
+            "float32": the result (and ``bias``) in float32, the sums unrounded.
         **params: the variant's tile parameters (``tile=16``, ``BM=64``...); those left
             out take the variant's defaults.
 
@@ -691,17 +756,20 @@ def matmul(a: Any, b: Any, variant: str = DEFAULT_VARIANT, out: cupy.ndarray | N
         >>> bool(cp.allclose(y, cp.maximum(a @ w.T + bias, 0), rtol=1e-4, atol=1e-4))
         True
     """
-    return prepare(a, b, variant, out, bias=bias, activation=activation, **params)()
+    return prepare(a, b, variant, out, bias=bias, activation=activation, precision=precision,
+                   out_dtype=out_dtype, **params)()
 
 
 def gemm(a: Any, b: Any, c: cupy.ndarray, alpha: float = 1.0, beta: float = 0.0, *,
          variant: str = DEFAULT_VARIANT, bias: Any = None, activation: str | None = None,
-         **params: int) -> cupy.ndarray:
-    """BLAS GEMM in place: ``c = activation(alpha * a @ b + beta * c + bias)``.
+         precision: str | None = None, **params: int) -> cupy.ndarray:
+    """BLAS GEMM in place: ``c = activation(alpha * a @ b + beta * c + bias)``; the other
+    arguments as for :func:`matmul`.
 
     ``c`` must have the shape and dtype of ``a @ b`` (numpy.matmul's rules, batches
-    included). With ``beta == 0`` (the default) ``c`` is never read, so NaN or garbage
-    in it does not reach the result. Returns ``c``.
+    included; for 16-bit inputs float32 works too: the sums go in unrounded). With
+    ``beta == 0`` (the default) ``c`` is never read, so NaN or garbage in it does not
+    reach the result. Returns ``c``.
 
     Example:
         >>> import cupy as cp, xgemm
@@ -717,14 +785,14 @@ def gemm(a: Any, b: Any, c: cupy.ndarray, alpha: float = 1.0, beta: float = 0.0,
         raise TypeError("gemm needs c, the array it updates in place; for a new array use "
                         "xgemm.matmul")
     return prepare(a, b, variant, c=c, alpha=alpha, beta=beta, bias=bias,
-                   activation=activation, **params)()
+                   activation=activation, precision=precision, **params)()
 
 
 def source(variant: str, dtype: str = "float32", *, a_col: bool = False, b_col: bool | None = None,
            bias: bool = False, activation: str = "none", read_c: bool = False,
-           **params: int | bool) -> str:
+           out_dtype: str | None = None, **params: int | bool) -> str:
     """The CUDA C that ``variant`` compiles for ``params`` (defaults for the rest) and a
-    specialisation: dtype, operand layouts, epilogue.
+    specialisation: dtype, operand layouts, epilogue, output dtype.
 
     Boolean flags such as ``aligned`` of ``vectorized`` default to True; ``b_col``
     defaults to the first layout the variant reads.
@@ -741,5 +809,6 @@ def source(variant: str, dtype: str = "float32", *, a_col: bool = False, b_col: 
     flags = tuple(sorted((f, bool(params.pop(f, True))) for f in v.flags))
     if b_col is None:
         b_col = v.b_layouts[0] == "col"
-    spec = Spec(dtype, a_col, b_col, bias, _parse_activation(activation), read_c, flags)
+    spec = Spec(dtype, a_col, b_col, bias, _parse_activation(activation), read_c, flags,
+                out_dtype)
     return v.source(v.resolve(params, dtype), spec)

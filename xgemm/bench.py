@@ -32,7 +32,8 @@ from .registry import get_variant, numpy_dtype
 
 #: Relative Frobenius error against cuBLAS above which a variant's result is called wrong,
 #: per dtype (cuBLAS and xgemm round differently; the 16-bit types round the output).
-CHECK_TOLERANCE = {"float64": 1e-10, "float32": 1e-4, "float16": 1e-2, "bfloat16": 2e-2}
+CHECK_TOLERANCE = {"float64": 1e-10, "float32": 1e-4, "float16": 1e-2, "bfloat16": 2e-2,
+                   "tf32": 5e-3}  # float32 inputs rounded to TF32
 #: FP32 lanes per SM on the GPUs this library targets (Ampere GA100 has 64: see fp32_peak).
 FP32_LANES_PER_SM = 128
 
@@ -207,12 +208,14 @@ class Problem:
     """
 
     def __init__(self, m: int, n: int, k: int, seed: int | None = None, *, batch: int = 1,
-                 layout: str = "NN", dtype: str = "float32") -> None:
+                 layout: str = "NN", dtype: str = "float32", precision: str | None = None
+                 ) -> None:
         import cupy
 
         if len(layout) != 2 or set(layout) - {"N", "T"}:
             raise ValueError(f"layout must be NN, NT, TN or TT, got {layout!r}")
         self.m, self.n, self.k, self.batch, self.layout, self.dtype = m, n, k, batch, layout, dtype
+        self.precision = precision  # what "auto" is allowed
         gen = cupy.random.default_rng(seed)
         stack = (batch,) if batch != 1 else ()
 
@@ -288,7 +291,7 @@ def plan(problem: Problem, name: str, params: dict[str, int] | None = None
     result = _record(p, name, dict(params or {}))
     try:
         if name == AUTO:
-            launch = prepare(p.a, p.b, AUTO, out=p.c)
+            launch = prepare(p.a, p.b, AUTO, out=p.c, precision=p.precision)
             result.params = {"variant": launch.variant.name, **launch.params}
             return launch, result
         variant = get_variant(name)
@@ -338,7 +341,8 @@ def measure(problem: Problem, launch: Launch, result: Result, cublas_ms: float |
         p.c.fill(cupy.nan)
         launch()
         result.error_vs_cublas = _relative(p.c, p.expected)
-        if not result.error_vs_cublas < CHECK_TOLERANCE[p.dtype]:
+        tf32 = launch.variant.precision == "tf32"
+        if not result.error_vs_cublas < CHECK_TOLERANCE["tf32" if tf32 else p.dtype]:
             result.status = "wrong result"
             result.error = f"error {result.error_vs_cublas:.3g} against cuBLAS"
             return result
@@ -404,11 +408,12 @@ def parse_case(text: str) -> tuple[int, int, int, int, str]:
 
 def iterate(variants: Sequence[str], shapes: Sequence[tuple],
             params: dict[str, dict[str, int]] | None = None, dtype: str = "float32",
-            **timing: Any) -> Iterator[Result]:
-    """Like :func:`run`, one result at a time (cuBLAS first for each shape)."""
+            precision: str | None = None, **timing: Any) -> Iterator[Result]:
+    """Like :func:`run`, one result at a time (cuBLAS first for each shape); ``precision``
+    is what "auto" may use."""
     for case in shapes:
         m, n, k, batch, layout = (*case, 1, "NN")[:5] if len(case) == 3 else case
-        problem = Problem(m, n, k, batch=batch, layout=layout, dtype=dtype)
+        problem = Problem(m, n, k, batch=batch, layout=layout, dtype=dtype, precision=precision)
         cublas = bench_cublas(problem, **timing)
         yield cublas
         for name in variants:

@@ -48,6 +48,10 @@ def _parser() -> argparse.ArgumentParser:
                             "e.g. 64x512x512x64,4096x4096x4096:NT")
     bench.add_argument("--dtype", default="float32",
                        choices=["float32", "float64", "float16", "bfloat16"])
+    bench.add_argument("--precision", choices=["tf32"],
+                       help="tf32: cuBLAS in TF32 (CUPY_TF32=1), auto with precision='tf32', "
+                            "and by default the TF32 variants (the default is exact float32, "
+                            "TF32 variants only by name)")
     bench.add_argument("--repeat", type=int, default=30, help="timed launches per point")
     bench.add_argument("--warmup", type=int, default=3, help="untimed launches first")
     _outputs(bench)
@@ -168,10 +172,12 @@ def _progress(total: int):
 
 
 def _bench(args: argparse.Namespace) -> int:
-    os.environ["CUPY_TF32"] = "0"  # cuBLAS in exact float32, like the kernels
+    # cuBLAS in exact float32, like the kernels, or in TF32 against the TF32 rungs
+    os.environ["CUPY_TF32"] = "1" if args.precision == "tf32" else "0"
     from .registry import get_variant, variants
 
-    names = args.variants or variants()
+    names = args.variants or ["auto"] * bool(args.precision) + [
+        name for name in variants() if get_variant(name).precision == args.precision]
     for name in names:
         if name != "auto":
             get_variant(name)  # an unknown name fails here, with suggestions, before any work
@@ -189,7 +195,7 @@ def _bench(args: argparse.Namespace) -> int:
     interrupted = False
     try:
         for result in bench.iterate(names, shapes, dtype=args.dtype, warmup=args.warmup,
-                                    repeat=args.repeat):
+                                    repeat=args.repeat, precision=args.precision):
             results.append(result)
             if bar is not None:
                 bar.set_postfix_str(f"{result.variant} {result.shape}")

@@ -64,6 +64,12 @@ def numpy_dtype(name: str) -> np.dtype:
     return np.dtype(name)
 
 
+#: The one other output dtype a product may be stored in: 16-bit inputs' float32 sums,
+#: unrounded (``out_dtype="float32"``, or an ``out``/``c`` of float32).
+WIDE_OUTPUT = "float32"
+#: Input dtypes that may be stored as WIDE_OUTPUT.
+NARROW = ("float16", "bfloat16")
+
 #: The activations an epilogue can apply, as the templates name them.
 ACTIVATIONS = ("none", "relu", "gelu", "silu")
 
@@ -85,6 +91,11 @@ class Spec:
     activation: str = "none"
     read_c: bool = False  # the epilogue adds beta * C (False when beta == 0: C is not read)
     flags: tuple[tuple[str, bool], ...] = ()
+    out_dtype: str | None = None  # C's (and bias's) dtype: None, the inputs'; or WIDE_OUTPUT
+
+    @property
+    def c_dtype(self) -> str:
+        return self.out_dtype or self.dtype
 
 
 def cdiv(a: int, b: int) -> int:
@@ -161,6 +172,9 @@ class Variant:
     #: The one NVRTC target it must be built for ("sm_90a": wgmma and setmaxnreg exist only
     #: there), or None: built for the GPU it runs on (and checked offline for sm_80, sm_90).
     target: str | None = None
+    #: "tf32": it rounds float32 inputs to TF32 on the tensor cores. Naming it asks for
+    #: that; ``auto`` takes it only with ``precision="tf32"``. None: exact arithmetic.
+    precision: str | None = None
     #: Whether A and B reach it through TMA tensor maps (two more kernel arguments, made
     #: per call; TMA needs 16-byte aligned rows, see ``xgemm.api``).
     tma: bool = False
@@ -264,7 +278,8 @@ class Variant:
     def specs(self, dtype: str = "float32") -> Iterator[Spec]:
         """The specialisations the compile check builds for ``dtype``: every layout pair
         and flag combination with the plain epilogue, then each epilogue option on its own
-        (the options are independent lines of the shared store code)."""
+        (the options are independent lines of the shared store code), and for 16-bit
+        inputs a float32 C."""
         for a_layout, b_layout, flags in itertools.product(
                 self.a_layouts, self.b_layouts, list(self.flag_values())):
             yield Spec(dtype, a_layout == "col", b_layout == "col",
@@ -276,6 +291,8 @@ class Variant:
         yield Spec(**base, read_c=True)
         for activation in ACTIVATIONS[1:]:
             yield Spec(**base, activation=activation)
+        if dtype in NARROW:  # float32 C, bias and beta * C
+            yield Spec(**base, bias=True, read_c=True, out_dtype=WIDE_OUTPUT)
 
     # -- launch geometry -------------------------------------------------------------
     def threads_per_block(self, params: Mapping[str, int]) -> int:
@@ -283,6 +300,14 @@ class Variant:
         for expr in self.block:
             total *= _eval(expr, params)
         return total
+
+    def runs_on(self, cc: int) -> bool:
+        """Whether it runs on a GPU of compute capability ``cc`` x 10: from ``min_cc`` on,
+        and only on that one architecture when built for an arch-specific target such as
+        sm_90a (wgmma does not exist after Hopper)."""
+        if self.target and self.target.endswith("a"):
+            return cc == int(self.target[3:-1])
+        return cc >= self.min_cc
 
     @property
     def archs(self) -> tuple[str, ...]:
@@ -331,9 +356,15 @@ class Variant:
             raise ValueError(
                 f"variant {self.name!r} takes the flags {list(self.flags)}, got {sorted(flags)}"
             )
+        if spec.out_dtype not in (None, spec.dtype) and not (
+                spec.out_dtype == WIDE_OUTPUT and spec.dtype in NARROW):
+            raise ValueError(
+                f"a {spec.dtype} product is stored as {spec.dtype}"
+                + (f" or {WIDE_OUTPUT}" if spec.dtype in NARROW else "")
+                + f", not {spec.out_dtype}")
         dtype = DTYPES[spec.dtype]
         return render(self.template, kernel_name=self.kernel_name, dtype=dtype.cuda,
-                      acc=dtype.acc, a_col=spec.a_col,
+                      out_type=DTYPES[spec.c_dtype].cuda, acc=dtype.acc, a_col=spec.a_col,
                       b_col=spec.b_col, bias=spec.bias, activation=spec.activation,
                       read_c=spec.read_c, **params, **flags)
 

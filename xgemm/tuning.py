@@ -61,12 +61,13 @@ def shape_bucket(m: int, n: int, k: int) -> str:
     return "x".join(str(_pow2(d)) for d in (m, n, k))
 
 
-def heuristic(m: int, n: int, k: int, dtype: str = "float32", cc: int = 90
-              ) -> tuple[str, dict[str, int]]:
+def heuristic(m: int, n: int, k: int, dtype: str = "float32", cc: int = 90,
+              precision: str | None = None) -> tuple[str, dict[str, int]]:
     """The variant ``auto`` uses for a shape nobody tuned, on a GPU of compute capability
     ``cc`` x 10: from the H100 measurements in bench/: for 16-bit outputs of 2^16
     elements or more the tensor cores, ``wgmma`` on sm_90 (``prepare`` takes ``mma``
-    instead for operands TMA cannot read in place), ``mma`` on sm_80 and newer; splitk
+    instead for operands TMA cannot read in place), ``mma`` on sm_80 and newer; the same
+    for float32 with ``precision="tf32"`` through ``wgmma_tf32`` on sm_90; splitk
     for float32 outputs of at most 2^18 elements with K >= 4096; for outputs of a
     million elements or more the fastest large-tile rung for the dtype (``pipelined`` for
     float32, ``vectorized`` for the others), coarse1d for mid-sized outputs, tiled for
@@ -75,20 +76,22 @@ def heuristic(m: int, n: int, k: int, dtype: str = "float32", cc: int = 90
 
     >>> heuristic(4096, 4096, 4096)[0], heuristic(1024, 512, 64)[0], heuristic(64, 64, 64)[0]
     ('pipelined', 'coarse1d', 'tiled')
-    >>> [heuristic(4096, 4096, 4096, "float16", cc)[0] for cc in (90, 80, 75)]
-    ['wgmma', 'mma', 'vectorized']
+    >>> [heuristic(4096, 4096, 4096, "float16", cc)[0] for cc in (90, 100, 80, 75)]
+    ['wgmma', 'mma', 'mma', 'vectorized']
+    >>> heuristic(4096, 4096, 4096, "float32", 90, "tf32")[0]
+    'wgmma_tf32'
     >>> heuristic(128, 128, 65536)[1]["SPLITS"]  # K split across 64 blocks per tile
     64
     """
     outputs = m * n
-    wgmma = get_variant("wgmma")
-    if dtype in wgmma.dtypes and cc >= wgmma.min_cc and outputs >= 1 << 16:
+    wgmma = get_variant("wgmma_tf32" if precision == "tf32" else "wgmma")
+    if dtype in wgmma.dtypes and wgmma.runs_on(cc) and outputs >= 1 << 16:
         params = dict(wgmma.defaults)
         if cdiv(m, params["BM"]) * cdiv(n, params["BN"]) < 132:  # fewer tiles than SMs
             params.update(BN=128)
-        return "wgmma", params
+        return wgmma.name, params
     mma = get_variant("mma")
-    if dtype in mma.dtypes and cc >= mma.min_cc and outputs >= 1 << 16:
+    if dtype in mma.dtypes and mma.runs_on(cc) and outputs >= 1 << 16:
         params = dict(mma.defaults)
         if cdiv(m, params["BM"]) * cdiv(n, params["BN"]) < 132:  # fewer tiles than SMs
             params.update(BM=64, BN=64, WM=32, WN=32)
@@ -199,15 +202,17 @@ def gpu_name(device: int) -> str:
     return cupy.cuda.runtime.getDeviceProperties(device)["name"].decode()
 
 
-def choose(m: int, n: int, k: int, dtype: str, device: int) -> tuple[str, dict[str, int]]:
+def choose(m: int, n: int, k: int, dtype: str, device: int, precision: str | None = None
+           ) -> tuple[str, dict[str, int]]:
     """The (variant, parameters) ``auto`` runs: tuned for this GPU and shape (or its
-    bucket), else the heuristic."""
+    bucket), else the heuristic. With ``precision="tf32"`` a tuned entry counts only if
+    it is a TF32 rung (tuning is exact unless TF32 rungs are named)."""
     found = tune_cache().lookup(gpu_name(device), dtype, m, n, k)
-    if found is not None:
+    if found is not None and (precision is None or get_variant(found[0]).precision == precision):
         return found
     from .api import _compute_capability
 
-    return heuristic(m, n, k, dtype, _compute_capability(device))
+    return heuristic(m, n, k, dtype, _compute_capability(device), precision)
 
 
 # -- sweeps ----------------------------------------------------------------------------
@@ -350,7 +355,8 @@ def tune(m: int, n: int, k: int, dtype: str = "float32", variants: Iterable[str]
     """
     from . import bench
 
-    names = list(variants or [v for v in registry.variants() if dtype in get_variant(v).dtypes])
+    names = list(variants or [v for v in registry.variants() if dtype in get_variant(v).dtypes
+                              and get_variant(v).precision is None])  # TF32 only by name
     problem = bench.Problem(m, n, k, dtype=dtype)
     results = SweepResults()
     for name in names:

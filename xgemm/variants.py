@@ -11,7 +11,9 @@ runs on unless it names the oldest (``min_cc``).
 
 Defaults are the fastest point of each space at 4096 x 4096 x 4096 on an H100 (from
 ``xgemm.bench.sweep``; for mma in float16, where STAGES=3 and 4 lie within 1%), except
-coarse2d, which keeps the seed text's configuration, and wmma, which was not swept.
+coarse2d, which keeps the seed text's configuration, and wmma, wgmma and wgmma_tf32,
+which were not swept (wgmma's: the best of five points tried, bench/h100_wgmma_probe.txt;
+wgmma_tf32 takes them unmeasured).
 """
 
 from .registry import Variant, register
@@ -240,25 +242,45 @@ register(Variant(
     **TENSOR_CORES,
 ))
 
-register(Variant(
-    name="wgmma",
+# The Hopper rung: one template for 16-bit inputs and (asked for by name or with
+# precision="tf32") for float32 inputs on the tensor cores as TF32.
+WGMMA = dict(
     template="gemm/12_wgmma.cu.j2",
-    adds="Hopper: warpgroups issue wgmma on shared-memory tiles that TMA brings into an mbarrier"
-         " ring; a producer warpgroup, CONSUMERS consumer warpgroups, a persistent grid",
-    defaults={"BM": 128, "BN": 256, "CONSUMERS": 2, "STAGES": 4, "GROUP": 8},
     space={"BM": [64, 128, 256], "BN": [64, 128, 256], "CONSUMERS": [1, 2],
            "STAGES": [2, 3, 4, 6], "GROUP": [8]},
     constraints=[
-        "BM % (64 * CONSUMERS) == 0",           # each consumer warpgroup: whole m64 rows
+        "STAGES >= 2",      # a consumer hands a slot back only once the next one is full
+        "CONSUMERS <= 2 and BM <= 256",  # a TMA box has at most 256 rows
+        "BM % (64 * CONSUMERS) == 0 and BN % 64 == 0",  # whole m64 rows, whole 64-wide boxes
         "BM // CONSUMERS // 64 * BN // 2 <= 128",  # accumulators a consumer thread holds
     ],
     block=("128 * (CONSUMERS + 1)",),
     grid=("min(SMS, cdiv(M, BM) * cdiv(N, BN))", "1"),
-    # the ring (64 k values a stage), its 2 x STAGES mbarriers, 1 KiB to align it
-    smem_bytes="STAGES * (BM + BN) * 64 * BYTES + 16 * STAGES + 1024",
+    # the ring (128 bytes of k per row a stage), its 2 x STAGES mbarriers, 1 KiB to align it
+    smem_bytes="STAGES * (BM + BN) * 128 + 16 * STAGES + 1024",
     dynamic_smem=True,
-    dtypes=("float16", "bfloat16"),
     min_cc=90,
     target="sm_90a",
     tma=True,
+)
+
+register(Variant(
+    name="wgmma",
+    adds="Hopper: warpgroups issue wgmma on shared-memory tiles that TMA brings into an mbarrier"
+         " ring; a producer warpgroup, CONSUMERS consumer warpgroups, a persistent grid",
+    defaults={"BM": 128, "BN": 256, "CONSUMERS": 2, "STAGES": 4, "GROUP": 8},
+    dtypes=("float16", "bfloat16"),
+    **WGMMA,
+))
+
+register(Variant(
+    name="wgmma_tf32",
+    adds="wgmma for float32 inputs rounded to TF32: K-major operands (a row-major A, a"
+         " column-major B such as w.T)",
+    defaults={"BM": 128, "BN": 256, "CONSUMERS": 2, "STAGES": 4, "GROUP": 8},
+    dtypes=("float32",),
+    a_layouts=("row",),
+    b_layouts=("col",),
+    precision="tf32",
+    **WGMMA,
 ))
