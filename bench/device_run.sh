@@ -7,6 +7,7 @@
 #   SKIP_TESTS=1              skip the test suite;  BENCH_ARGS="..."  arguments to xgemm bench
 #   CASES="64x512x512x64,4096x4096x4096:NT"  bench these cases (batched, transposed) in
 #                             each of DTYPES (default: float32 float16 bfloat16 float64)
+#   FAMILIES="transpose reverse sum stencil"  bandwidth benches of the memory-bound families
 set -u
 OUT=${OUT:-out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
@@ -37,6 +38,11 @@ for dtype in ${CASES:+${DTYPES:-float32 float16 bfloat16 float64}}; do
   python3 -m xgemm bench --dtype "$dtype" --shapes "$CASES" --json "$OUT/cases_$dtype.json" \
     > "$OUT/cases_$dtype.txt" 2>&1
   echo "cases $dtype exit code $?"; cat "$OUT/cases_$dtype.txt"
+done
+for family in ${FAMILIES:-}; do  # memory-bound families: bandwidth against copy and CuPy
+  python3 -m xgemm bench --family "$family" --json "$OUT/bandwidth_$family.json" \
+    > "$OUT/bandwidth_$family.txt" 2>&1
+  echo "bandwidth $family exit code $?"; cat "$OUT/bandwidth_$family.txt"
 done
 if [ "${SKIP_BENCH:-0}" != 1 ]; then
   python3 -m xgemm bench --json "$OUT/results.json" --csv "$OUT/results.csv" ${BENCH_ARGS:-} \

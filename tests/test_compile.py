@@ -18,31 +18,35 @@ from xgemm.registry import Spec
 
 
 def _cases():
-    for name in xgemm.variants():
-        v = xgemm.get_variant(name)
-        for dtype in v.dtypes:
-            plain = dict(a_col=v.a_layouts[0] == "col", b_col=v.b_layouts[0] == "col")
-            first_flags = tuple(sorted(next(v.flag_values()).items()))  # all True
-            specs = [Spec(dtype, **plain, flags=first_flags)]
-            for point in v.points(dtype):
-                for spec in specs:
-                    yield name, point, spec
-            defaults = v.resolve({}, dtype)
-            for spec in v.specs(dtype):
-                if spec not in specs:
-                    yield name, defaults, spec
+    for family in xgemm.families():
+        for name in xgemm.variants(family):
+            v = xgemm.get_variant(name, family)
+            for dtype in v.dtypes:
+                plain = dict(a_col=v.a_layouts[0] == "col", b_col=v.b_layouts[0] == "col")
+                first_flags = tuple(sorted(next(v.flag_values()).items()))  # all True
+                specs = [Spec(dtype, **plain, flags=first_flags)]
+                for point in v.points(dtype):
+                    for spec in specs:
+                        yield v, point, spec
+                defaults = v.resolve({}, dtype)
+                for spec in v.specs(dtype):
+                    if spec not in specs:
+                        yield v, defaults, spec
 
 
 CASES = list(_cases())
-JOBS = [(case, arch) for case in CASES for arch in xgemm.get_variant(case[0]).archs]
+JOBS = [(case, arch) for case in CASES for arch in case[0].archs]
 
 
 def _id(case) -> str:
-    name, point, spec = case
+    v, point, spec = case
     layout = ("T" if spec.a_col else "N") + ("T" if spec.b_col else "N")
     epilogue = [*(["bias"] if spec.bias else []), *(["beta"] if spec.read_c else []),
-                *([spec.activation] if spec.activation != "none" else [])]
-    return "-".join([name, spec.dtype, layout, *(f"{k}{v}" for k, v in point.items()),
+                *([spec.activation] if spec.activation != "none" else []),
+                *([f"out_{spec.out_dtype}"] if spec.out_dtype else [])]
+    family = [] if v.family == "gemm" else [v.family]
+    return "-".join([*family, v.name, spec.dtype, *([layout] if not family else []),
+                     *(f"{k}{v}" for k, v in point.items()),
                      *(k if v else f"not_{k}" for k, v in spec.flags), *epilogue])
 
 
@@ -52,10 +56,10 @@ def reports():
     pytest.importorskip("cuda.bindings.nvrtc", reason="the compile check needs cuda-bindings")
 
     def build(job):
-        (name, point, spec), arch = job
-        source = xgemm.get_variant(name).source(point, spec)
+        (v, point, spec), arch = job
+        source = v.source(point, spec)
         try:
-            return xgemm.compile_offline(source, arch, name=f"{name}.cu")
+            return xgemm.compile_offline(source, arch, name=f"{v.kernel_name}.cu")
         except xgemm.CompileError as exc:
             return exc
 
@@ -66,20 +70,23 @@ def reports():
 
 @pytest.mark.parametrize("case", CASES, ids=[_id(c) for c in CASES])
 def test_renders_plain_cuda(case):
-    name, point, spec = case
-    v = xgemm.get_variant(name)
+    v, point, spec = case
     source = v.source(point, spec)
     # no Jinja left over ("{%0, %1}" in an asm string is PTX's register list, not a tag)
     assert "{{" not in source and not re.search(r"\{%[\s+-]", source) and "#}" not in source
-    assert source.startswith("// xgemm rung ")  # the header that says what the rung adds
-    assert f"xgemm_{name}(" in source
+    # the header that says what the rung adds
+    assert source.startswith("// xgemm rung " if v.family == "gemm" else f"// xgemm {v.family} ")
+    assert f"{v.kernel_name}(" in source
     for param, value in point.items():
-        assert re.search(rf"\b{param} = {value}\b", source, re.IGNORECASE), param
+        said = rf"({value}|{'true' if value else 'false'})" if value in (0, 1) else value
+        assert re.search(rf"\b{param} = {said}\b", source, re.IGNORECASE), param
     cuda_type = xgemm.DTYPES[spec.dtype].cuda
     assert f"using T = {cuda_type};" in source
-    assert f"A_COL = {str(spec.a_col).lower()};" in source
-    assert f"B_COL = {str(spec.b_col).lower()};" in source
-    assert f"Activation::{spec.activation};" in source
+    if v.family == "gemm":
+        assert f"using TC = {xgemm.DTYPES[spec.c_dtype].cuda};" in source
+        assert f"A_COL = {str(spec.a_col).lower()};" in source
+        assert f"B_COL = {str(spec.b_col).lower()};" in source
+        assert f"Activation::{spec.activation};" in source
 
 
 @pytest.mark.parametrize("case, arch", JOBS, ids=[f"{_id(c)}-{arch}" for c, arch in JOBS])
@@ -115,8 +122,8 @@ def test_strict_undefined():
     from xgemm.render import render
 
     with pytest.raises(jinja2.UndefinedError, match="tile"):
-        render("gemm/03_tiled.cu.j2", dtype="float", acc="float", a_col=False, b_col=False,
-               bias=False, activation="none", read_c=False)
+        render("gemm/03_tiled.cu.j2", dtype="float", out_type="float", acc="float",
+               a_col=False, b_col=False, bias=False, activation="none", read_c=False)
 
 
 def test_source_fills_defaults_and_flags():

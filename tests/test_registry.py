@@ -22,9 +22,10 @@ def test_ladder_order():
     assert xgemm.DEFAULT_VARIANT == xgemm.AUTO == "auto"
 
 
-@pytest.mark.parametrize("name", ALL)
-def test_declaration_is_consistent(name):
-    v = xgemm.get_variant(name)
+@pytest.mark.parametrize("family, name", [(f, n) for f in xgemm.families()
+                                          for n in xgemm.variants(f)])
+def test_declaration_is_consistent(family, name):
+    v = xgemm.get_variant(name, family)
     dtype = "float32" if "float32" in v.dtypes else v.dtypes[0]
     assert v.resolve({}, dtype) == dict(v.defaults)  # the defaults meet every rule
     points = list(v.points(dtype))

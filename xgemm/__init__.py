@@ -1,4 +1,5 @@
-"""xgemm: hand-written CUDA matrix-multiply kernels, rung by rung, from Python.
+"""xgemm: hand-written CUDA matrix-multiply kernels, rung by rung, from Python, and the
+lectures' memory-bound shared-memory kernels (transpose, reverse, sum, a 3 x 3 stencil).
 
 Each variant is a Jinja2 CUDA template rendered with its tile parameters and compiled
 at run time through ``cupy.RawKernel``.
@@ -15,7 +16,8 @@ Example:
 from . import variants as _ladder  # noqa: F401  (registers the ladder)
 from .api import AUTO, DEFAULT_VARIANT, Launch, gemm, matmul, prepare, source
 from .compile import CompileError, PtxasReport, compile_offline
-from .registry import ACTIVATIONS, DTYPES, Spec, Variant, get_variant, variants
+from .memory import reverse, stencil3x3, sum, transpose  # noqa: A004
+from .registry import ACTIVATIONS, DTYPES, Spec, Variant, families, get_variant, variants
 from .tuning import SweepResults, sweep, tune
 
 __all__ = [
@@ -31,11 +33,16 @@ __all__ = [
     "PtxasReport",
     "Variant",
     "compile_offline",
+    "families",
     "get_variant",
     "matmul",
     "prepare",
+    "reverse",
     "source",
+    "stencil3x3",
+    "sum",
     "sweep",
+    "transpose",
     "tune",
     "variants",
 ]

@@ -42,10 +42,14 @@ def _parser() -> argparse.ArgumentParser:
                        help="comma-separated names, 'auto' among them (default: all)")
     bench.add_argument("--sizes", type=lambda t: [int(x) for x in _list(t)],
                        help="square sizes, comma-separated (default: 128..8192, powers of 2)")
-    bench.add_argument("--shapes", type=lambda t: [_case(x) for x in _list(t)], default=[],
+    bench.add_argument("--shapes", type=_list, default=[],
                        help="extra cases, comma-separated: MxNxK, BxMxNxK (a batch of B), "
                             "either with :NT, :TN or :TT (A, B transposed views), "
-                            "e.g. 64x512x512x64,4096x4096x4096:NT")
+                            "e.g. 64x512x512x64,4096x4096x4096:NT; with --family, input "
+                            "shapes: RxC (transpose, stencil) or N (reverse, sum)")
+    bench.add_argument("--family", choices=["transpose", "reverse", "sum", "stencil"],
+                       help="bench a memory-bound family instead: effective bandwidth "
+                            "against a device copy of the same bytes and against CuPy")
     bench.add_argument("--dtype", default="float32",
                        choices=["float32", "float64", "float16", "bfloat16"])
     bench.add_argument("--precision", choices=["tf32"],
@@ -171,7 +175,44 @@ def _progress(total: int):
     return tqdm(total=total, file=sys.stderr, unit="point", leave=False)
 
 
+def _input_shape(text: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(x) for x in text.lower().split("x"))
+    except ValueError:
+        _usage_error(f"{text!r} is not an input shape like 8192x8192 or 268435456")
+
+
+def _usage_error(message: str):
+    """As argparse does with a bad argument: the message on stderr, exit status 2."""
+    print(f"xgemm bench: {message}", file=sys.stderr)
+    raise SystemExit(2)
+
+
+def _bench_family(args: argparse.Namespace) -> int:
+    from .registry import get_variant
+
+    names = args.variants or None
+    for name in names or []:
+        get_variant(name, args.family)  # an unknown name fails here, with suggestions
+    if not _need_gpu("bench"):
+        return 2
+    from . import bandwidth
+
+    shapes = [_input_shape(t) for t in args.shapes] or bandwidth.DEFAULT_SHAPES[args.family]
+    rows = list(bandwidth.iterate(args.family, shapes, args.dtype, names, warmup=args.warmup,
+                                  repeat=args.repeat))
+    if getattr(args, "json", None):
+        import json
+
+        with open(args.json, "w") as f:
+            json.dump(bandwidth.to_json(rows), f, indent=1)
+    print(bandwidth.table(rows))
+    return 0 if all(r.ok for r in rows) else 1
+
+
 def _bench(args: argparse.Namespace) -> int:
+    if args.family:
+        return _bench_family(args)
     # cuBLAS in exact float32, like the kernels, or in TF32 against the TF32 rungs
     os.environ["CUPY_TF32"] = "1" if args.precision == "tf32" else "0"
     from .registry import get_variant, variants
@@ -183,7 +224,10 @@ def _bench(args: argparse.Namespace) -> int:
             get_variant(name)  # an unknown name fails here, with suggestions, before any work
     shapes = [(s, s, s, 1, "NN")
               for s in (args.sizes or ([] if args.shapes else DEFAULT_SIZES))]
-    shapes += args.shapes
+    try:
+        shapes += [_case(t) for t in args.shapes]
+    except argparse.ArgumentTypeError as exc:
+        _usage_error(str(exc))
     if not _need_gpu("bench"):
         return 2
 

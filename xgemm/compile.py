@@ -45,10 +45,11 @@ def nvrtc_options() -> tuple[str, ...]:
 
 
 @functools.cache
-def _kernel(name: str, params: tuple[tuple[str, int], ...], spec: Spec, device: int):
+def _kernel(name: str, params: tuple[tuple[str, int], ...], spec: Spec, device: int,
+            family: str = "gemm"):
     import cupy
 
-    variant = get_variant(name)
+    variant = get_variant(name, family)
     source = variant.source(dict(params), spec)
     # A variant with a target of its own (sm_90a) names it; CuPy adds the GPU's plain one
     # (sm_90) after it, and NVRTC given both builds for sm_90a (tests/test_compile.py).
@@ -61,14 +62,16 @@ def _kernel(name: str, params: tuple[tuple[str, int], ...], spec: Spec, device: 
     return kernel
 
 
-def get_kernel(name: str, params: Mapping[str, int], spec: Spec, device: int):
-    """The compiled ``cupy.RawKernel`` for a variant at resolved ``params`` and ``spec``.
+def get_kernel(name: str, params: Mapping[str, int], spec: Spec, device: int,
+               family: str = "gemm"):
+    """The compiled ``cupy.RawKernel`` for a variant (of ``family``) at resolved ``params``
+    and ``spec``.
 
     Cached in-process by (variant, parameters, spec, device): the second call for the
     same key compiles nothing. CuPy's on-disk cache keeps the binaries across
     processes, so a new process pays only for the module load.
     """
-    return _kernel(name, tuple(sorted(params.items())), spec, device)
+    return _kernel(name, tuple(sorted(params.items())), spec, device, family)
 
 
 #: Statistics of the in-process kernel cache (hits, misses, size).

@@ -110,7 +110,7 @@ def _code(expr: str) -> CodeType:
 
 def _eval(expr: str, names: Mapping[str, int]) -> int:
     """Evaluate one of a declaration's expressions (compiled once: matmul calls this)."""
-    return eval(_code(expr), {"__builtins__": {}, "cdiv": cdiv, "min": min},  # noqa: S307
+    return eval(_code(expr), {"__builtins__": {}, "cdiv": cdiv, "min": min, "max": max},  # noqa: S307
                 dict(names))
 
 
@@ -178,11 +178,16 @@ class Variant:
     #: Whether A and B reach it through TMA tensor maps (two more kernel arguments, made
     #: per call; TMA needs 16-byte aligned rows, see ``xgemm.api``).
     tma: bool = False
+    #: The family it belongs to: "gemm" (the ladder), or one of the memory-bound
+    #: families of ``xgemm.memory`` ("transpose", "reverse", "sum", "stencil"), whose
+    #: expressions use M and N for the rows and columns of their input.
+    family: str = "gemm"
     kernel_name: str = field(init=False)
     _resolved: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "kernel_name", f"xgemm_{self.name}")
+        prefix = "xgemm" if self.family == "gemm" else f"xgemm_{self.family}"
+        object.__setattr__(self, "kernel_name", f"{prefix}_{self.name}")
 
     # -- parameters ------------------------------------------------------------------
     def resolve(self, params: Mapping[str, object] | None = None,
@@ -215,7 +220,8 @@ class Variant:
         resolved: Params = {}
         for name, default in self.defaults.items():
             value = params.get(name, default)
-            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+            if isinstance(value, bool) or not isinstance(value, int) or (
+                    value <= 0 and value not in self.space[name]):  # 0 where it is a switch
                 raise ValueError(
                     f"variant {self.name!r}: parameter {name} must be a positive int, got {value!r}"
                 )
@@ -234,7 +240,7 @@ class Variant:
     def check_dtype(self, dtype: str) -> None:
         """TypeError unless this variant multiplies ``dtype``."""
         if dtype not in self.dtypes:
-            able = [v.name for v in _REGISTRY.values() if dtype in v.dtypes]
+            able = [v.name for v in _REGISTRY[self.family].values() if dtype in v.dtypes]
             raise TypeError(
                 f"variant {self.name!r} supports {', '.join(self.dtypes)}, not {dtype}"
                 + (f"; for {dtype} use one of {', '.join(able)}" if able else "")
@@ -279,7 +285,11 @@ class Variant:
         """The specialisations the compile check builds for ``dtype``: every layout pair
         and flag combination with the plain epilogue, then each epilogue option on its own
         (the options are independent lines of the shared store code), and for 16-bit
-        inputs a float32 C."""
+        inputs a float32 C. A memory-bound family's kernels have only the dtype and flags."""
+        if self.family != "gemm":
+            for flags in self.flag_values():
+                yield Spec(dtype, flags=tuple(sorted(flags.items())))
+            return
         for a_layout, b_layout, flags in itertools.product(
                 self.a_layouts, self.b_layouts, list(self.flag_values())):
             yield Spec(dtype, a_layout == "col", b_layout == "col",
@@ -369,12 +379,13 @@ class Variant:
                       read_c=spec.read_c, **params, **flags)
 
 
-_REGISTRY: dict[str, Variant] = {}
+_REGISTRY: dict[str, dict[str, Variant]] = {"gemm": {}}  # family -> name -> variant
 
 
 def register(variant: Variant) -> Variant:
     """Add ``variant`` to the registry (in ladder order: the order of registration)."""
-    if variant.name in _REGISTRY:
+    family = _REGISTRY.setdefault(variant.family, {})
+    if variant.name in family:
         raise ValueError(f"variant {variant.name!r} is registered twice")
     for name, default in variant.defaults.items():
         if name not in variant.space:
@@ -383,32 +394,47 @@ def register(variant: Variant) -> Variant:
             raise ValueError(
                 f"variant {variant.name!r}: default {name}={default} is not in its space"
             )
-    _REGISTRY[variant.name] = variant
+    family[variant.name] = variant
     return variant
 
 
-def variants() -> list[str]:
-    """The names of every variant, in ladder order.
+def families() -> list[str]:
+    """The kernel families: "gemm" first, then the memory-bound ones.
+
+    >>> import xgemm
+    >>> xgemm.families()[0]
+    'gemm'
+    """
+    return list(_REGISTRY)
+
+
+def variants(family: str = "gemm") -> list[str]:
+    """The names of every variant of ``family``, in ladder order.
 
     >>> import xgemm
     >>> xgemm.variants()[:3]
     ['naive', 'coalesced', 'tiled']
     """
-    return list(_REGISTRY)
+    if family not in _REGISTRY:
+        raise ValueError(f"unknown family {family!r}: the families are {', '.join(_REGISTRY)}")
+    return list(_REGISTRY[family])
 
 
-def get_variant(name: str) -> Variant:
-    """The variant called ``name``; ValueError listing the names (closest first) otherwise.
+def get_variant(name: str, family: str = "gemm") -> Variant:
+    """The variant of ``family`` called ``name``; ValueError listing the names (closest
+    first) otherwise.
 
     >>> import xgemm
     >>> xgemm.get_variant("transposed_b").b_layouts
     ('col',)
     """
+    names = variants(family)  # an unknown family raises, naming the families
     try:
-        return _REGISTRY[name]
+        return _REGISTRY[family][name]
     except (KeyError, TypeError):
-        close = difflib.get_close_matches(str(name), list(_REGISTRY), n=3, cutoff=0.4)
+        close = difflib.get_close_matches(str(name), names, n=3, cutoff=0.4)
         hint = f"did you mean {' or '.join(repr(c) for c in close)}? " if close else ""
+        what = "variant" if family == "gemm" else f"{family} variant"
         raise ValueError(
-            f"unknown variant {name!r}: {hint}the variants are {', '.join(_REGISTRY)}"
+            f"unknown {what} {name!r}: {hint}the variants are {', '.join(names)}"
         ) from None

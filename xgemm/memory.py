@@ -1,0 +1,340 @@
+"""The lectures' other shared-memory kernels: transpose, reverse, sum and a 3 x 3 stencil.
+
+They are memory-bound: what counts is how close they come to the device's copy
+bandwidth (``xgemm bench --family ...``). Each family's variants are declared beside the
+GEMM ladder (``xgemm/variants.py``) and rendered from ``kernels/<family>/``; the checks
+are the GEMMs' (dtype, GPU arrays, parameters against the declared rules and the
+device's limits), all before anything is compiled or launched.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from .api import _device_limits, _meta, _multiprocessors, _to_cupy
+from .compile import get_kernel
+from .registry import DTYPES, Spec, Variant, get_variant
+
+if TYPE_CHECKING:
+    import cupy
+
+#: Each family's variant when none is named.
+DEFAULTS = {"transpose": "tiled_padded", "reverse": "static_smem", "sum": "two_pass",
+            "stencil": "smem_halo"}
+
+
+@dataclass
+class Step:
+    """One kernel launch of a call."""
+
+    variant: Variant
+    params: dict[str, int]
+    spec: Spec
+    grid: tuple[int, ...]
+    block: tuple[int, ...]
+    args: tuple
+    shared_mem: int = 0
+
+
+@dataclass
+class Run:
+    """A call of a memory-bound family, checked and laid out: calling it zeroes what must
+    start at zero, launches its steps in order and returns the result. ``bytes`` is what
+    the operation must move through device memory (each input element read once, each
+    output element written once): the numerator of its effective bandwidth."""
+
+    steps: list[Step]
+    device: int
+    result: Any
+    bytes: int
+    zero: tuple = ()                      # arrays filled with 0 before the launches
+    finish: Callable[[], Any] | None = None  # makes the result after them (a cast)
+    copies: tuple[str, ...] = ()          # inputs that had to be copied, by name
+    keep: tuple = field(default=(), repr=False)  # arrays the raw pointers point into
+
+    @property
+    def variant(self) -> Variant | None:
+        return self.steps[0].variant if self.steps else None
+
+    def __call__(self):
+        import cupy
+
+        with cupy.cuda.Device(self.device):
+            for array in self.zero:
+                array.fill(0)
+            for s in self.steps:
+                kernel = get_kernel(s.variant.name, s.params, s.spec, self.device,
+                                    s.variant.family)
+                kernel(s.grid, s.block, s.args, shared_mem=s.shared_mem)
+        return self.finish() if self.finish is not None else self.result
+
+
+# -- checks --------------------------------------------------------------------------------
+def _input(x: Any, family: str) -> cupy.ndarray:
+    _meta(x, "x")  # host arrays and non-arrays: TypeError naming the fix
+    x = _to_cupy(x)
+    if x.dtype.name not in DTYPES:
+        raise TypeError(f"x has dtype {x.dtype.name}; xgemm.{family} takes "
+                        f"{', '.join(DTYPES)}")
+    return x
+
+
+def _resolve(family: str, variant: str | None, params: dict, dtype: str, device: int
+             ) -> tuple[Variant, dict[str, int]]:
+    v = get_variant(variant or DEFAULTS[family], family)
+    p = v.resolve(params, dtype)
+    max_threads, max_static, max_dynamic = _device_limits(device)
+    threads, smem = v.threads_per_block(p), v.shared_memory(p, dtype)
+    limit = max_dynamic if v.dynamic_smem else max_static
+    if threads > max_threads or smem > limit:
+        raise ValueError(
+            f"{family} variant {v.name!r} with {p} needs {threads} threads and {smem} bytes of "
+            f"shared memory per block; GPU {device} allows {max_threads} and {limit}: choose "
+            "a smaller block or tile")
+    return v, p
+
+
+def _rows(x: cupy.ndarray, name: str, copies: list[str]) -> tuple[cupy.ndarray, int]:
+    """A 2-D ``x`` with unit column stride, and its leading dimension (copied if none)."""
+    import cupy
+
+    if x.ndim != 2:
+        raise ValueError(f"{name} must be 2-D, got shape {x.shape}")
+    if x.shape[1] > 1 and x.strides[1] != x.itemsize or x.strides[0] % x.itemsize \
+            or x.strides[0] < 0:
+        x = cupy.ascontiguousarray(x)
+        copies.append(name)
+    ld = x.strides[0] // x.itemsize if x.shape[0] > 1 else max(x.shape[1], 1)
+    if max(x.shape + (ld,)) >= 2**31:
+        raise ValueError(f"{name} has shape {x.shape}: the kernels index with 32-bit ints")
+    return x, ld
+
+
+def _grid(v: Variant, p: dict[str, int], m: int, n: int, device: int):
+    return v.launch(p, m, n, _multiprocessors(device))
+
+
+# -- transpose -------------------------------------------------------------------------------
+def plan_transpose(x: Any, variant: str | None = None, **params: int) -> Run:
+    """Check and lay out ``transpose(x)`` without running it (see :func:`transpose`)."""
+    import cupy
+
+    x = _input(x, "transpose")
+    copies: list[str] = []
+    x, ld = _rows(x, "x", copies)
+    device, dtype = x.device.id, x.dtype.name
+    v, p = _resolve("transpose", variant, params, dtype, device)
+    rows, cols = x.shape
+    out = cupy.empty((cols, rows), dtype=x.dtype)
+    flags = {}
+    if "aligned" in v.flags:
+        flags["aligned"] = (x.data.ptr % (4 * x.itemsize) == 0
+                            and ld % 4 == 0 and rows % 4 == 0 and cols % 4 == 0)
+    steps = []
+    if x.size:
+        grid, block = _grid(v, p, rows, cols, device)
+        steps.append(Step(v, p, Spec(dtype, flags=tuple(sorted(flags.items()))), grid, block,
+                          (x, out, np.int32(rows), np.int32(cols), np.int32(ld))))
+    return Run(steps, device, out, 2 * x.size * x.itemsize, copies=tuple(copies), keep=(x,))
+
+
+def transpose(x: Any, variant: str | None = None, **params: int) -> cupy.ndarray:
+    """``x.T`` as a new C-ordered array, by one of the transpose variants: "naive",
+    "tiled", "tiled_padded" (the default) or "vectorized".
+
+    ``x`` is any 2-D GPU array of float32, float64, float16 or bfloat16 with a unit
+    column stride (slices of wider arrays too); any other is copied first, and
+    ``plan_transpose(x).copies`` says so.
+
+    >>> import cupy as cp, xgemm
+    >>> x = cp.arange(6, dtype=cp.float32).reshape(2, 3)
+    >>> bool((xgemm.transpose(x) == x.T).all())
+    True
+    """
+    return plan_transpose(x, variant, **params)()
+
+
+# -- reverse -----------------------------------------------------------------------------------
+def plan_reverse(x: Any, variant: str | None = None, **params: int) -> Run:
+    """Check and lay out ``reverse(x)`` without running it (see :func:`reverse`)."""
+    import cupy
+
+    x = _input(x, "reverse")
+    if x.ndim != 1:
+        raise ValueError(f"x must be 1-D, got shape {x.shape}: reverse x.ravel(), or one axis "
+                         "with cupy.flip")
+    copies = []
+    if x.size > 1 and x.strides[0] != x.itemsize:
+        x = cupy.ascontiguousarray(x)
+        copies.append("x")
+    device, dtype = x.device.id, x.dtype.name
+    v, p = _resolve("reverse", variant, params, dtype, device)
+    out = cupy.empty_like(x)
+    steps = []
+    if x.size:
+        grid, block = _grid(v, p, 1, x.size, device)
+        smem = v.shared_memory(p, dtype) if v.dynamic_smem else 0
+        steps.append(Step(v, p, Spec(dtype), grid, block, (x, out, np.int64(x.size)), smem))
+    return Run(steps, device, out, 2 * x.size * x.itemsize, copies=tuple(copies), keep=(x,))
+
+
+def reverse(x: Any, variant: str | None = None, **params: int) -> cupy.ndarray:
+    """``x[::-1]`` as a new array, by "static_smem" (the default) or "dynamic_smem":
+    each block reverses a chunk of BLOCK x ITEMS elements through shared memory, any
+    length.
+
+    >>> import cupy as cp, xgemm
+    >>> xgemm.reverse(cp.arange(5, dtype=cp.float32)).tolist()
+    [4.0, 3.0, 2.0, 1.0, 0.0]
+    """
+    return plan_reverse(x, variant, **params)()
+
+
+# -- sum ---------------------------------------------------------------------------------------
+def sum_error_bound(n: int, variant: str = "two_pass", dtype: str = "float32",
+                    sms: int = 132, **params: int) -> float:
+    """A bound on ``|xgemm.sum(x) - sum(x)| / sum(|x|)`` for ``n`` elements: each element
+    goes through at most ``depth`` additions in the accumulation type (ITEMS a round in
+    a thread, its rounds, log2(BLOCK) in the block, then the passes over the blocks'
+    sums), each off by at most u = 2^-24 (float32 accumulators: the 16-bit types too) or
+    2^-53 (float64), so the error is at most depth * u / (1 - depth * u) times sum(|x|)
+    (the bound for recursive summation: Higham, Accuracy and Stability of Numerical
+    Algorithms, chapter 4), plus the final
+    rounding to a 16-bit type (2^-11 or 2^-8 of the result) where the input was one.
+    ``sms``: the GPU's multiprocessors (two_pass and atomic size their grid by them).
+    A worst case: random rounding errors mostly cancel, and typical errors are far smaller.
+
+    >>> sum_error_bound(2**28) < 2e-4  # two_pass on an H100: at most 2017 additions deep
+    True
+    """
+    v = get_variant(variant, "sum")
+    p = v.resolve(params, dtype)
+    u = 2.0**-53 if dtype == "float64" else 2.0**-24
+    per_round = p["BLOCK"] * p["ITEMS"]
+    blocks = max(1, -(-n // per_round))
+    if "PER_SM" in p:
+        blocks = min(blocks, p["PER_SM"] * sms)
+    rounds = -(-n // (per_round * blocks))
+    depth = p["ITEMS"] * rounds + math.ceil(math.log2(p["BLOCK"])) + 1
+    depth += max(1, math.ceil(math.log2(blocks))) * 2  # the passes over the blocks' sums
+    bound = depth * u / (1 - depth * u)
+    return bound + {"float16": 2.0**-11, "bfloat16": 2.0**-8}.get(dtype, 0.0)
+
+
+def plan_sum(x: Any, axis: int | None = None, variant: str | None = None,
+             **params: int) -> Run:
+    """Check and lay out ``sum(x, axis)`` without running it (see :func:`sum`)."""
+    import cupy
+
+    x = _input(x, "sum")
+    if axis is not None and axis not in (-1, x.ndim - 1):
+        raise ValueError(f"axis must be None or the last axis ({x.ndim - 1} or -1), got {axis}:"
+                         " move the axis last (cupy.moveaxis), or use cupy.sum")
+    if x.ndim == 0 and axis is not None:
+        raise ValueError("a 0-D array has no axis to sum over: use axis=None")
+    copies = []
+    if not x.flags.c_contiguous:
+        x = cupy.ascontiguousarray(x)
+        copies.append("x")
+    device, dtype = x.device.id, x.dtype.name
+    v, p = _resolve("sum", variant, params, dtype, device)
+    acc = "float64" if dtype == "float64" else "float32"
+    segments, n = (1, x.size) if axis is None else (math.prod(x.shape[:-1]), x.shape[-1])
+    shape = () if axis is None else x.shape[:-1]
+    if segments > 65535:
+        raise ValueError(f"{segments} segments to sum: xgemm.sum takes at most 65535 (one "
+                         "block row each); sum in pieces, or use cupy.sum")
+    sums = cupy.zeros(segments, dtype=acc)
+    run = Run([], device, sums, x.size * x.itemsize, copies=tuple(copies), keep=(x,))
+    if n == 0 or segments == 0:
+        run.finish = lambda: sums.reshape(shape).astype(x.dtype)
+        return run
+    src, length, spec = x, n, Spec(dtype)
+    while True:  # the first pass over x, then passes over the blocks' sums until one is left
+        grid, block = _grid(v, p, segments, length, device)
+        if run.steps and v.name == "two_pass":
+            grid = (1, segments)  # the second pass: one block a segment, looping
+        if v.name == "atomic":
+            run.steps.append(Step(v, p, spec, grid, block, (src, sums, np.int64(length),
+                                                             np.int64(length))))
+            run.zero = (sums,)
+            break
+        target = sums if grid[0] == 1 else cupy.empty(segments * grid[0], dtype=acc)
+        run.steps.append(Step(v, p, spec, grid, block,
+                              (src, target, np.int64(length), np.int64(length))))
+        run.keep += (target,)
+        if grid[0] == 1:
+            break
+        src, length, spec = target, grid[0], Spec(acc)
+    run.finish = lambda: sums.reshape(shape).astype(x.dtype, copy=False)
+    return run
+
+
+def sum(x: Any, axis: int | None = None, variant: str | None = None,  # noqa: A001
+        **params: int) -> cupy.ndarray:
+    """The sum of ``x``'s elements (``axis=None``), or of each row along its last axis,
+    by "interleaved", "sequential", "warp_shuffle", "two_pass" (the default) or
+    "atomic"; float32 and the 16-bit types accumulate in float32, float64 in float64.
+    :func:`sum_error_bound` bounds the error; "atomic" adds the blocks' sums in an
+    order that can vary between runs, the others always in the same one.
+
+    >>> import cupy as cp, xgemm
+    >>> float(xgemm.sum(cp.arange(1000, dtype=cp.float32)))
+    499500.0
+    """
+    return plan_sum(x, axis, variant, **params)()
+
+
+# -- stencil -----------------------------------------------------------------------------------
+def plan_stencil3x3(x: Any, weights: Any, variant: str | None = None, **params: int) -> Run:
+    """Check and lay out ``stencil3x3(x, weights)`` without running it."""
+    import cupy
+
+    x = _input(x, "stencil")
+    copies: list[str] = []
+    x, ld = _rows(x, "x", copies)
+    w = cupy.asarray(weights)  # 9 values: a host array or list is uploaded, explicitly here
+    if w.shape != (3, 3):
+        raise ValueError(f"weights has shape {w.shape}; a 3 x 3 stencil needs (3, 3)")
+    if w.dtype != x.dtype:
+        raise TypeError(f"weights has dtype {w.dtype.name} and x {x.dtype.name}: convert with "
+                        f"weights.astype({x.dtype.name!r})")
+    w = cupy.ascontiguousarray(w)
+    device, dtype = x.device.id, x.dtype.name
+    v, p = _resolve("stencil", variant, params, dtype, device)
+    rows, cols = x.shape
+    out = cupy.empty((rows, cols), dtype=x.dtype)
+    steps = []
+    if x.size:
+        grid, block = _grid(v, p, rows, cols, device)
+        steps.append(Step(v, p, Spec(dtype), grid, block,
+                          (x, out, w, np.int32(rows), np.int32(cols), np.int32(ld))))
+    return Run(steps, device, out, 2 * x.size * x.itemsize, copies=tuple(copies), keep=(x, w))
+
+
+def stencil3x3(x: Any, weights: Any, variant: str | None = None, **params: int
+               ) -> cupy.ndarray:
+    """The 3 x 3 correlation ``out[r, c] = sum(weights[i, j] * x[r + i - 1, c + j - 1])``
+    with zeros outside ``x`` (cupyx.scipy.ndimage.correlate with mode="constant"), same
+    shape as ``x``, by "naive" or "smem_halo" (the default). ``weights``: a (3, 3) array
+    of x's dtype (a NumPy one is uploaded).
+
+    >>> import cupy as cp, xgemm
+    >>> x = cp.ones((4, 5), dtype=cp.float32)
+    >>> xgemm.stencil3x3(x, cp.ones((3, 3), dtype=cp.float32))[0].tolist()
+    [4.0, 6.0, 6.0, 6.0, 4.0]
+    """
+    return plan_stencil3x3(x, weights, variant, **params)()
+
+
+#: Each family's planner, by name: what the benchmark and the tests walk.
+PLANS = {"transpose": plan_transpose, "reverse": plan_reverse, "sum": plan_sum,
+         "stencil": plan_stencil3x3}
+
+__all__ = ["DEFAULTS", "PLANS", "Run", "Step", "plan_reverse", "plan_stencil3x3", "plan_sum",
+           "plan_transpose", "reverse", "stencil3x3", "sum", "sum_error_bound", "transpose"]
