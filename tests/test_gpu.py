@@ -374,6 +374,18 @@ def test_float32_output_of_16_bit_inputs(rng, name, dtype):
         assert frobenius_error(c0, expected) < 1e-5, (name, shape)
 
 
+def test_float32_output_of_a_batch_over_one_launch(rng):
+    """The second launch of a 70000-product batch writes C at float32 offsets."""
+    import cupy
+
+    a, b = rng.array((70_000, 2, 3), "float16"), rng.array((3, 2), "float16")
+    launch = xgemm.prepare(a, b, variant="tiled", out_dtype="float32")
+    assert len(launch.args) == 2
+    c = launch()
+    assert c.dtype == cupy.float32
+    assert frobenius_error(c, f64(a) @ f64(b)) < 1e-5
+
+
 def test_second_call_compiles_nothing(rng):
     from xgemm.compile import kernel_cache_info
 

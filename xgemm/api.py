@@ -323,8 +323,9 @@ def _tensor_maps(p: dict[str, int], dtype: str, a: cupy.ndarray, b: cupy.ndarray
                  layout_a: Layout, layout_b: Layout, shapes: Shapes, first: int, count: int
                  ) -> tuple[np.ndarray, np.ndarray]:
     """The TMA tensor maps of A and B for products first .. first + count of the batch:
-    (inner, outer, batch) dimensions, the box one copy of the kernel brings (64 values
-    along the contiguous dimension; k-contiguous operands a whole BM or BN rows at once).
+    (inner, outer, batch) dimensions, the box one copy of the kernel brings (one 128-byte
+    row along the contiguous dimension: 64 16-bit values or 32 float32; of k-contiguous
+    operands a whole BM or BN rows at once).
     With K = 0 the kernel copies nothing: the maps are left empty."""
     from .tma import tensor_map
 
@@ -332,6 +333,8 @@ def _tensor_maps(p: dict[str, int], dtype: str, a: cupy.ndarray, b: cupy.ndarray
         empty = np.zeros(1, dtype=np.dtype((np.void, 128)))
         return empty, empty
     item = a.itemsize
+    row = 128 // item  # values in one 128-byte swizzled row: the box's contiguous extent
+
     def one(x, layout, rows, cols, k_contiguous, block):
         inner, outer = (rows, cols) if layout.col else (cols, rows)
         batched = layout.batch_stride != 0
@@ -339,7 +342,7 @@ def _tensor_maps(p: dict[str, int], dtype: str, a: cupy.ndarray, b: cupy.ndarray
         return tensor_map(
             x.data.ptr + first * layout.batch_stride * item, dtype,
             (inner, outer, count if batched else 1), (layout.ld * item, stride * item),
-            (64, block if k_contiguous else 64, 1))
+            (row, block if k_contiguous else row, 1))
 
     return (one(a, layout_a, shapes.m, shapes.k, not layout_a.col, p["BM"]),
             one(b, layout_b, shapes.k, shapes.n, layout_b.col, p["BN"]))
@@ -612,7 +615,7 @@ def prepare(a: Any, b: Any, variant: str = DEFAULT_VARIANT, out: cupy.ndarray | 
         launch.args.append((
             np.uint64(full_a.data.ptr + first * layout_a.batch_stride * item),
             np.uint64(full_b.data.ptr + first * layout_b.batch_stride * item),
-            np.uint64(full_c.data.ptr + first * layout_c.batch_stride * item),
+            np.uint64(full_c.data.ptr + first * layout_c.batch_stride * full_c.itemsize),
             np.int32(shapes.m), np.int32(shapes.n), np.int32(shapes.k),
             np.int32(layout_a.ld), np.int32(layout_b.ld), np.int32(layout_c.ld),
             np.int64(layout_a.batch_stride), np.int64(layout_b.batch_stride),
@@ -726,7 +729,8 @@ def matmul(a: Any, b: Any, variant: str = DEFAULT_VARIANT, out: cupy.ndarray | N
         bias: optional 1-D array of length N, added to every row of the product.
         activation: None, "relu", "gelu" (the tanh form) or "silu", applied last.
         precision: None (exact arithmetic, the default) or "tf32": float32 inputs may
-            then run on the tensor cores as TF32 (10-bit mantissas, float32 sums; on
+            then run on the tensor cores as TF32 (mantissas truncated to 10 bits, float32
+            sums; on
             sm_90 ``auto`` takes ``wgmma_tf32`` for a row-major a and a column-major b,
             and the exact rungs elsewhere). Naming a TF32 variant asks for it too.
         out_dtype: None (the inputs' dtype) or, for float16 and bfloat16 inputs,

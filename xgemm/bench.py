@@ -341,7 +341,8 @@ def measure(problem: Problem, launch: Launch, result: Result, cublas_ms: float |
         p.c.fill(cupy.nan)
         launch()
         result.error_vs_cublas = _relative(p.c, p.expected)
-        tf32 = launch.variant.precision == "tf32"
+        # a TF32 rung, or any row of a TF32 run (its cuBLAS reference is TF32 itself)
+        tf32 = launch.variant.precision == "tf32" or p.precision == "tf32"
         if not result.error_vs_cublas < CHECK_TOLERANCE["tf32" if tf32 else p.dtype]:
             result.status = "wrong result"
             result.error = f"error {result.error_vs_cublas:.3g} against cuBLAS"

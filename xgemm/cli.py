@@ -191,6 +191,9 @@ def _usage_error(message: str):
 def _bench_family(args: argparse.Namespace) -> int:
     from .registry import get_variant
 
+    if args.sizes or args.precision:
+        _usage_error("--family takes its cases from --shapes (RxC or N); --sizes and "
+                     "--precision are for the GEMMs")
     names = args.variants or None
     for name in names or []:
         get_variant(name, args.family)  # an unknown name fails here, with suggestions

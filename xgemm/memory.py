@@ -44,7 +44,8 @@ class Step:
 @dataclass
 class Run:
     """A call of a memory-bound family, checked and laid out: calling it zeroes what must
-    start at zero, launches its steps in order and returns the result. ``bytes`` is what
+    start at zero, launches its steps in order and returns the result (the same buffer
+    each call: a second call overwrites the first's result). ``bytes`` is what
     the operation must move through device memory (each input element read once, each
     output element written once): the numerator of its effective bandwidth."""
 
@@ -221,7 +222,10 @@ def sum_error_bound(n: int, variant: str = "two_pass", dtype: str = "float32",
         blocks = min(blocks, p["PER_SM"] * sms)
     rounds = -(-n // (per_round * blocks))
     depth = p["ITEMS"] * rounds + math.ceil(math.log2(p["BLOCK"])) + 1
-    depth += max(1, math.ceil(math.log2(blocks))) * 2  # the passes over the blocks' sums
+    if variant == "atomic":  # the blocks' atomicAdds are one chain: up to `blocks` deep
+        depth += blocks
+    else:                    # the passes over the blocks' sums, each a short loop + a tree
+        depth += max(1, math.ceil(math.log2(blocks))) * 2
     bound = depth * u / (1 - depth * u)
     return bound + {"float16": 2.0**-11, "bfloat16": 2.0**-8}.get(dtype, 0.0)
 
@@ -298,7 +302,10 @@ def plan_stencil3x3(x: Any, weights: Any, variant: str | None = None, **params: 
     x = _input(x, "stencil")
     copies: list[str] = []
     x, ld = _rows(x, "x", copies)
-    w = cupy.asarray(weights)  # 9 values: a host array or list is uploaded, explicitly here
+    if isinstance(weights, cupy.ndarray) and weights.device.id != x.device.id:
+        raise ValueError(f"weights is on GPU {weights.device.id} and x on GPU {x.device.id}")
+    with cupy.cuda.Device(x.device.id):  # 9 values: a host array or list is uploaded here
+        w = cupy.asarray(weights)
     if w.shape != (3, 3):
         raise ValueError(f"weights has shape {w.shape}; a 3 x 3 stencil needs (3, 3)")
     if w.dtype != x.dtype:

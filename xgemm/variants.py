@@ -275,7 +275,7 @@ register(Variant(
 
 register(Variant(
     name="wgmma_tf32",
-    adds="wgmma for float32 inputs rounded to TF32: K-major operands (a row-major A, a"
+    adds="wgmma for float32 inputs as TF32 (10-bit mantissas): K-major operands (a row-major A, a"
          " column-major B such as w.T)",
     defaults={"BM": 128, "BN": 256, "CONSUMERS": 2, "STAGES": 4, "GROUP": 8},
     dtypes=("float32",),
