@@ -109,6 +109,14 @@ def test_cli_rejects_bad_arguments(capsys):
     with pytest.raises(SystemExit):
         cli.main(["bench", "--shapes", "12x34"])
     assert "is not MxNxK" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        cli.main(["sweep", "tiled", "--shape", "12x34"])
+    assert "xgemm sweep: '12x34' is not MxNxK" in capsys.readouterr().err
+    assert cli.main(["sweep", "warp", "--family", "sum", "--shape", "100"]) == 2
+    assert "unknown sum variant 'warp': did you mean 'warp_shuffle'" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        cli.main(["bench", "--family", "sum", "--sizes", "128"])
+    assert "--family takes its cases from --shapes" in capsys.readouterr().err
 
 
 @pytest.mark.gpu

@@ -273,3 +273,7 @@ def test_bandwidth_bench_runs_every_variant(rng, capsys):
             assert f" {name} " in out, (family, name)
     rows = list(bandwidth.iterate("sum", [(4096,)], "float16", ["two_pass"], repeat=3))
     assert [r.variant for r in rows] == ["copy", "cupy", "two_pass"] and all(r.ok for r in rows)
+    swept = bandwidth.sweep("reverse", "dynamic_smem", (100_003,), repeat=3)
+    points = list(xgemm.get_variant("dynamic_smem", "reverse").points())
+    assert len(swept) == 2 + len(points) and all(r.ok for r in swept)
+    assert sorted(map(str, (r.params for r in swept[2:]))) == sorted(map(str, points))

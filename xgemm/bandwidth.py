@@ -85,49 +85,71 @@ def _error(got, expected) -> float:
     return diff / scale if scale else diff
 
 
+def _baselines(family: str, x, weights, **timing: Any) -> Iterator[Row]:
+    """The device-to-device copy of x's bytes, then the CuPy equivalent, on ``x``."""
+    import cupy
+
+    nbytes = x.size * x.itemsize
+    moved = nbytes if family == "sum" else 2 * nbytes
+    dst = cupy.empty_like(x)
+    copy_ms = statistics.median(time_launches(
+        lambda: dst.data.copy_from_device_async(x.data, x.nbytes), **timing))
+    copy_gbps = 2 * nbytes / copy_ms / 1e6  # a copy reads and writes every byte
+    yield Row(family, "copy", {}, x.shape, x.dtype.name, copy_ms, copy_gbps, 1.0)
+    cupy_ms = statistics.median(time_launches(lambda: cupy_equivalent(family, x, weights),
+                                              **timing))
+    yield Row(family, "cupy", {}, x.shape, x.dtype.name, cupy_ms, moved / cupy_ms / 1e6,
+              moved / cupy_ms / 1e6 / copy_gbps, 1.0)
+
+
+def measure(family: str, name: str, params: dict[str, int], x, weights, expected,
+            copy: Row, cupy_row: Row, **timing: Any) -> Row:
+    """One variant at ``params`` on ``x``: checked against ``expected``, then timed."""
+    dtype = x.dtype.name
+    row = Row(family, name, dict(params), x.shape, dtype)
+    try:
+        args = (x, weights) if family == "stencil" else (x,)
+        run = PLANS[family](*args, variant=name, **params)
+        row.params = dict(run.steps[0].params) if run.steps else row.params
+        err = _error(run(), expected)
+        row.extra["error"] = err
+        if not err < CHECK_TOLERANCE[dtype]:
+            row.status, row.error = "wrong result", f"error {err:.3g} against CuPy"
+            return row
+        row.ms = statistics.median(time_launches(run, **timing))
+    except Exception as exc:  # noqa: BLE001  (a failure is a row, not the end)
+        first = (str(exc).strip().splitlines() or [""])[0]
+        row.status, row.error = "error", f"{type(exc).__name__}: {first}"
+        return row
+    row.gbps = run.bytes / row.ms / 1e6
+    row.vs_copy = row.gbps / copy.gbps
+    row.vs_cupy = cupy_row.ms / row.ms
+    return row
+
+
 def iterate(family: str, shapes: Sequence[tuple[int, ...]], dtype: str = "float32",
             names: Sequence[str] | None = None, **timing: Any) -> Iterator[Row]:
     """For each case: the copy, the CuPy equivalent, then each variant at its defaults."""
-    import cupy
-
-    names = list(names or variants(family))
     for shape in shapes:
         x, weights = make_input(family, shape, dtype)
-        nbytes = x.size * x.itemsize
-        moved = nbytes if family == "sum" else 2 * nbytes
-        dst = cupy.empty_like(x)
-        copy_ms = statistics.median(time_launches(
-            lambda x=x, dst=dst: dst.data.copy_from_device_async(x.data, x.nbytes), **timing))
-        copy_gbps = 2 * nbytes / copy_ms / 1e6  # a copy reads and writes every byte
-        yield Row(family, "copy", {}, shape, dtype, copy_ms, copy_gbps, 1.0)
-        del dst
+        copy, cupy_row = _baselines(family, x, weights, **timing)
+        yield copy
+        yield cupy_row
         expected = cupy_equivalent(family, x, weights)
-        cupy_ms = statistics.median(time_launches(
-            lambda x=x, w=weights: cupy_equivalent(family, x, w), **timing))
-        yield Row(family, "cupy", {}, shape, dtype, cupy_ms, moved / cupy_ms / 1e6,
-                  moved / cupy_ms / 1e6 / copy_gbps, 1.0)
-        for name in names:
-            row = Row(family, name, dict(get_variant(name, family).defaults), shape, dtype)
-            try:
-                args = (x, weights) if family == "stencil" else (x,)
-                run = PLANS[family](*args, variant=name)
-                got = run()
-                err = _error(got, expected)
-                row.extra["error"] = err
-                if not err < CHECK_TOLERANCE[dtype]:
-                    row.status, row.error = "wrong result", f"error {err:.3g} against CuPy"
-                    yield row
-                    continue
-                row.ms = statistics.median(time_launches(run, **timing))
-            except Exception as exc:  # noqa: BLE001  (a failure is a row, not the end)
-                first = (str(exc).strip().splitlines() or [""])[0]
-                row.status, row.error = "error", f"{type(exc).__name__}: {first}"
-                yield row
-                continue
-            row.gbps = run.bytes / row.ms / 1e6
-            row.vs_copy = row.gbps / copy_gbps
-            row.vs_cupy = cupy_ms / row.ms
-            yield row
+        for name in names or variants(family):
+            yield measure(family, name, {}, x, weights, expected, copy, cupy_row, **timing)
+
+
+def sweep(family: str, name: str, shape: tuple[int, ...], dtype: str = "float32",
+          **timing: Any) -> list[Row]:
+    """Every valid point of the variant's declared space on one case (``xgemm sweep
+    NAME --family F``): the copy and CuPy rows first, then the points, fastest first."""
+    x, weights = make_input(family, shape, dtype)
+    copy, cupy_row = _baselines(family, x, weights, **timing)
+    expected = cupy_equivalent(family, x, weights)
+    points = [measure(family, name, point, x, weights, expected, copy, cupy_row, **timing)
+              for point in get_variant(name, family).points(dtype)]
+    return [copy, cupy_row, *sorted(points, key=lambda r: (not r.ok, r.ms or 0.0))]
 
 
 def table(rows: Sequence[Row]) -> str:

@@ -62,7 +62,12 @@ def _parser() -> argparse.ArgumentParser:
 
     sweep = sub.add_parser("sweep", help="time every point of one variant's space")
     sweep.add_argument("variant")
-    sweep.add_argument("--shape", type=_shape, required=True, help="MxNxK")
+    sweep.add_argument("--shape", required=True,
+                       help="MxNxK; with --family the input's shape, RxC or N")
+    sweep.add_argument("--family", choices=["transpose", "reverse", "sum", "stencil"],
+                       help="sweep a variant of a memory-bound family (bandwidth)")
+    sweep.add_argument("--dtype", default="float32",
+                       choices=["float32", "float64", "float16", "bfloat16"])
     sweep.add_argument("--space", type=_space, default={},
                        help="values to walk instead of the declared ones, e.g. 'BM=64,128;TM=4,8'")
     _strategy(sweep)
@@ -113,17 +118,37 @@ def _need_gpu(command: str) -> bool:
 
 def _sweep(args: argparse.Namespace) -> int:
     os.environ["CUPY_TF32"] = "0"
+    if args.family:
+        return _sweep_family(args)
     from .tuning import expand, sweep
 
+    try:
+        shape = _shape(args.shape)
+    except argparse.ArgumentTypeError as exc:
+        _usage_error(str(exc), "sweep")
     expand(args.variant, args.space)  # unknown names fail here, before any work
     if not _need_gpu("sweep"):
         return 2
-    results = sweep(args.variant, *args.shape, space=args.space, strategy=args.strategy,
-                    max_points=args.max_points, seconds=args.seconds)
+    results = sweep(args.variant, *shape, space=args.space, strategy=args.strategy,
+                    max_points=args.max_points, seconds=args.seconds, dtype=args.dtype)
     if args.csv:
         results.to_csv(args.csv)
     print(results.table())
     return 0 if results.best is not None else 1
+
+
+def _sweep_family(args: argparse.Namespace) -> int:
+    from .registry import get_variant
+
+    get_variant(args.variant, args.family)  # an unknown name fails here, with suggestions
+    shape = _input_shape(args.shape, "sweep")
+    if not _need_gpu("sweep"):
+        return 2
+    from . import bandwidth
+
+    rows = bandwidth.sweep(args.family, args.variant, shape, args.dtype)
+    print(bandwidth.table(rows))
+    return 0 if any(r.ok for r in rows[2:]) else 1
 
 
 def _tune(args: argparse.Namespace) -> int:
@@ -175,16 +200,16 @@ def _progress(total: int):
     return tqdm(total=total, file=sys.stderr, unit="point", leave=False)
 
 
-def _input_shape(text: str) -> tuple[int, ...]:
+def _input_shape(text: str, command: str = "bench") -> tuple[int, ...]:
     try:
         return tuple(int(x) for x in text.lower().split("x"))
     except ValueError:
-        _usage_error(f"{text!r} is not an input shape like 8192x8192 or 268435456")
+        _usage_error(f"{text!r} is not an input shape like 8192x8192 or 268435456", command)
 
 
-def _usage_error(message: str):
+def _usage_error(message: str, command: str = "bench"):
     """As argparse does with a bad argument: the message on stderr, exit status 2."""
-    print(f"xgemm bench: {message}", file=sys.stderr)
+    print(f"xgemm {command}: {message}", file=sys.stderr)
     raise SystemExit(2)
 
 
