@@ -247,12 +247,13 @@ register(Variant(
 WGMMA = dict(
     template="gemm/12_wgmma.cu.j2",
     space={"BM": [64, 128, 256], "BN": [64, 128, 256], "CONSUMERS": [1, 2],
-           "STAGES": [2, 3, 4, 6], "GROUP": [8]},
+           "STAGES": [2, 3, 4, 6], "GROUP": [8], "STORE": [1, 2]},
     constraints=[
         "STAGES >= 2",      # a consumer hands a slot back only once the next one is full
         "CONSUMERS <= 2 and BM <= 256",  # a TMA box has at most 256 rows
         "BM % (64 * CONSUMERS) == 0 and BN % 64 == 0",  # whole m64 rows, whole 64-wide boxes
         "BM // CONSUMERS // 64 * BN // 2 <= 128",  # accumulators a consumer thread holds
+        "STORE in (1, 2)",
     ],
     block=("128 * (CONSUMERS + 1)",),
     grid=("min(SMS, cdiv(M, BM) * cdiv(N, BN))", "1"),
@@ -268,7 +269,7 @@ register(Variant(
     name="wgmma",
     adds="Hopper: warpgroups issue wgmma on shared-memory tiles that TMA brings into an mbarrier"
          " ring; a producer warpgroup, CONSUMERS consumer warpgroups, a persistent grid",
-    defaults={"BM": 128, "BN": 256, "CONSUMERS": 2, "STAGES": 4, "GROUP": 8},
+    defaults={"BM": 128, "BN": 256, "CONSUMERS": 2, "STAGES": 4, "GROUP": 8, "STORE": 1},
     dtypes=("float16", "bfloat16"),
     **WGMMA,
 ))
@@ -277,7 +278,7 @@ register(Variant(
     name="wgmma_tf32",
     adds="wgmma for float32 inputs as TF32 (10-bit mantissas): K-major operands (a row-major A, a"
          " column-major B such as w.T)",
-    defaults={"BM": 128, "BN": 256, "CONSUMERS": 2, "STAGES": 4, "GROUP": 8},
+    defaults={"BM": 128, "BN": 256, "CONSUMERS": 2, "STAGES": 4, "GROUP": 8, "STORE": 1},
     dtypes=("float32",),
     a_layouts=("row",),
     b_layouts=("col",),
