@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One call on the lent H100: install, the GPU test suite, optional sweeps, then the full
 # default benchmark. Full logs and results go to $OUT (or ./out); short tables come last.
-#   SWEEP="tiled vectorized"  sweep these variants' spaces at SIZE^3 (default 4096)
+#   SWEEP="tiled vectorized"  sweep these variants' spaces at SIZE^3 (default 4096), in
+#                             SWEEP_DTYPE (default float32; wgmma: SWEEP_DTYPE=bfloat16)
 #   TUNE_SHAPES="MxNxK,..."   xgemm tune on these shapes, then auto against every default
 #   TUNE_VARIANTS="a,b"       ... only these variants;  TUNE_ARGS="--strategy random ..."
 #   SKIP_TESTS=1              skip the test suite;  BENCH_ARGS="..."  arguments to xgemm bench
@@ -21,7 +22,8 @@ if [ "${SKIP_TESTS:-0}" != 1 ]; then
   tail -1 "$OUT/pytest.log"
 fi
 for v in ${SWEEP:-}; do
-  python3 -m xgemm sweep "$v" --shape ${SIZE:-4096}x${SIZE:-4096}x${SIZE:-4096} > "$OUT/sweep_$v.txt" 2>&1
+  python3 -m xgemm sweep "$v" --shape ${SIZE:-4096}x${SIZE:-4096}x${SIZE:-4096} \
+    --dtype ${SWEEP_DTYPE:-float32} > "$OUT/sweep_$v.txt" 2>&1
   head -4 "$OUT/sweep_$v.txt"
 done
 if [ -n "${TUNE_SHAPES:-}" ]; then  # tune, then auto against every variant's defaults, one run
