@@ -28,7 +28,7 @@ for v in ${SWEEP:-}; do
 done
 if [ -n "${TUNE_SHAPES:-}" ]; then  # tune, then auto against every variant's defaults, one run
   export XGEMM_TUNE_CACHE="$OUT/tuned.json"
-  variants=${TUNE_VARIANTS:-$(python3 -c 'import xgemm; print(",".join(xgemm.variants()))')}
+  variants=${TUNE_VARIANTS:-$(python3 -c 'import xgemm; print(",".join(n for n in xgemm.variants() if xgemm.get_variant(n).precision is None))')}
   python3 -m xgemm tune --clear --shapes "$TUNE_SHAPES" --variants "$variants" ${TUNE_ARGS:-} \
     --csv "$OUT/tune.csv" > "$OUT/tune.txt" 2>&1
   echo "xgemm tune exit code $?"; cat "$OUT/tune.txt"

@@ -140,6 +140,10 @@ def _sweep(args: argparse.Namespace) -> int:
 def _sweep_family(args: argparse.Namespace) -> int:
     from .registry import get_variant
 
+    if args.space or args.strategy != "exhaustive" or args.max_points or args.seconds \
+            or args.csv:
+        _usage_error("--family sweeps every point of the declared space; --space, "
+                     "--strategy, --max-points, --seconds and --csv are for the GEMMs", "sweep")
     get_variant(args.variant, args.family)  # an unknown name fails here, with suggestions
     shape = _input_shape(args.shape, "sweep")
     if not _need_gpu("sweep"):
@@ -216,9 +220,9 @@ def _usage_error(message: str, command: str = "bench"):
 def _bench_family(args: argparse.Namespace) -> int:
     from .registry import get_variant
 
-    if args.sizes or args.precision:
-        _usage_error("--family takes its cases from --shapes (RxC or N); --sizes and "
-                     "--precision are for the GEMMs")
+    if args.sizes or args.precision or args.csv or args.plot or args.roofline:
+        _usage_error("--family takes its cases from --shapes (RxC or N) and writes --json; "
+                     "--sizes, --precision, --csv, --plot and --roofline are for the GEMMs")
     names = args.variants or None
     for name in names or []:
         get_variant(name, args.family)  # an unknown name fails here, with suggestions
@@ -246,7 +250,8 @@ def _bench(args: argparse.Namespace) -> int:
     from .registry import get_variant, variants
 
     names = args.variants or ["auto"] * bool(args.precision) + [
-        name for name in variants() if get_variant(name).precision == args.precision]
+        name for name in variants() if get_variant(name).precision == args.precision
+        and args.dtype in get_variant(name).dtypes]  # by default, what takes this dtype
     for name in names:
         if name != "auto":
             get_variant(name)  # an unknown name fails here, with suggestions, before any work
