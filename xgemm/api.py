@@ -254,6 +254,22 @@ def _multiprocessors(device: int) -> int:
     return cupy.cuda.Device(device).attributes["MultiProcessorCount"]
 
 
+def check_device_limits(v: Variant, p: dict[str, int], dtype: str, device: int) -> int:
+    """ValueError, before anything is compiled, if ``v`` at ``p`` needs more threads or
+    shared memory per block than GPU ``device`` gives; else its shared memory in bytes."""
+    max_threads, max_static, max_dynamic = _device_limits(device)
+    max_smem = max_dynamic if v.dynamic_smem else max_static
+    threads, smem = v.threads_per_block(p), v.shared_memory(p, dtype)
+    if threads > max_threads or smem > max_smem:
+        what = "variant" if v.family == "gemm" else f"{v.family} variant"
+        raise ValueError(
+            f"{what} {v.name!r} with {p} needs {threads} threads and {smem} bytes of shared "
+            f"memory per block; GPU {device} allows {max_threads} and {max_smem}: choose "
+            "smaller tiles or blocks (or fewer STAGES)"
+        )
+    return smem
+
+
 @functools.cache
 def _compute_capability(device: int) -> int:
     """The GPU's compute capability x 10 (90 for an H100)."""
@@ -573,15 +589,7 @@ def prepare(a: Any, b: Any, variant: str = DEFAULT_VARIANT, out: cupy.ndarray | 
         launch.staging = None  # nothing to compute, nothing to copy back
         return launch
 
-    max_threads, max_static, max_dynamic = _device_limits(device)
-    max_smem = max_dynamic if v.dynamic_smem else max_static
-    threads, smem = v.threads_per_block(p), v.shared_memory(p, dtype)
-    if threads > max_threads or smem > max_smem:
-        raise ValueError(
-            f"variant {v.name!r} with {p} needs {threads} threads and {smem} bytes of shared "
-            f"memory per block; GPU {device} allows {max_threads} and {max_smem}: choose "
-            "smaller tiles (or fewer STAGES)"
-        )
+    smem = check_device_limits(v, p, dtype, device)
     launch.shared_mem = smem if v.dynamic_smem else 0
     grid, block = v.launch(p, shapes.m, shapes.n, _multiprocessors(device))
     acc = np.float64 if DTYPES[dtype].acc == "double" else np.float32

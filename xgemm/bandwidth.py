@@ -10,7 +10,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from .bench import time_launches
+from .bench import _relative, time_launches
 from .memory import PLANS
 from .registry import get_variant, numpy_dtype, variants
 
@@ -77,12 +77,10 @@ def make_input(family: str, shape: tuple[int, ...], dtype: str, seed: int | None
 
 
 def _error(got, expected) -> float:
+    """The GEMM benchmark's relative Frobenius error, computed in float64."""
     import cupy
 
-    got, expected = got.astype(cupy.float64), expected.astype(cupy.float64)
-    scale = float(cupy.linalg.norm(expected.ravel()))
-    diff = float(cupy.linalg.norm((got - expected).ravel()))
-    return diff / scale if scale else diff
+    return _relative(got.astype(cupy.float64).ravel(), expected.astype(cupy.float64).ravel())
 
 
 def _baselines(family: str, x, weights, **timing: Any) -> Iterator[Row]:

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .api import _device_limits, _meta, _multiprocessors, _to_cupy
+from .api import _meta, _multiprocessors, _to_cupy, check_device_limits, layout_of
 from .compile import get_kernel
 from .registry import DTYPES, Spec, Variant, get_variant
 
@@ -89,31 +89,25 @@ def _resolve(family: str, variant: str | None, params: dict, dtype: str, device:
              ) -> tuple[Variant, dict[str, int]]:
     v = get_variant(variant or DEFAULTS[family], family)
     p = v.resolve(params, dtype)
-    max_threads, max_static, max_dynamic = _device_limits(device)
-    threads, smem = v.threads_per_block(p), v.shared_memory(p, dtype)
-    limit = max_dynamic if v.dynamic_smem else max_static
-    if threads > max_threads or smem > limit:
-        raise ValueError(
-            f"{family} variant {v.name!r} with {p} needs {threads} threads and {smem} bytes of "
-            f"shared memory per block; GPU {device} allows {max_threads} and {limit}: choose "
-            "a smaller block or tile")
+    check_device_limits(v, p, dtype, device)
     return v, p
 
 
 def _rows(x: cupy.ndarray, name: str, copies: list[str]) -> tuple[cupy.ndarray, int]:
-    """A 2-D ``x`` with unit column stride, and its leading dimension (copied if none)."""
+    """A 2-D ``x`` read row-major in place (``xgemm.api.layout_of``), and its leading
+    dimension; one with no unit column stride is copied first, and named in ``copies``."""
     import cupy
 
     if x.ndim != 2:
         raise ValueError(f"{name} must be 2-D, got shape {x.shape}")
-    if x.shape[1] > 1 and x.strides[1] != x.itemsize or x.strides[0] % x.itemsize \
-            or x.strides[0] < 0:
+    layout = layout_of(x.shape, x.strides, x.itemsize, ("row",))
+    if layout is None:
         x = cupy.ascontiguousarray(x)
         copies.append(name)
-    ld = x.strides[0] // x.itemsize if x.shape[0] > 1 else max(x.shape[1], 1)
-    if max(x.shape + (ld,)) >= 2**31:
+        layout = layout_of(x.shape, x.strides, x.itemsize, ("row",))
+    if max(x.shape + (layout.ld,)) >= 2**31:
         raise ValueError(f"{name} has shape {x.shape}: the kernels index with 32-bit ints")
-    return x, ld
+    return x, layout.ld
 
 
 def _grid(v: Variant, p: dict[str, int], m: int, n: int, device: int):
@@ -222,7 +216,7 @@ def sum_error_bound(n: int, variant: str = "two_pass", dtype: str = "float32",
         blocks = min(blocks, p["PER_SM"] * sms)
     rounds = -(-n // (per_round * blocks))
     depth = p["ITEMS"] * rounds + math.ceil(math.log2(p["BLOCK"])) + 1
-    if variant == "atomic":  # the blocks' atomicAdds are one chain: up to `blocks` deep
+    if p.get("ATOMIC"):  # the blocks' atomicAdds are one chain: up to `blocks` deep
         depth += blocks
     else:                    # the passes over the blocks' sums, each a short loop + a tree
         depth += max(1, math.ceil(math.log2(blocks))) * 2
@@ -261,9 +255,9 @@ def plan_sum(x: Any, axis: int | None = None, variant: str | None = None,
     src, length, spec = x, n, Spec(dtype)
     while True:  # the first pass over x, then passes over the blocks' sums until one is left
         grid, block = _grid(v, p, segments, length, device)
-        if run.steps and v.name == "two_pass":
-            grid = (1, segments)  # the second pass: one block a segment, looping
-        if v.name == "atomic":
+        if run.steps and "PER_SM" in p:
+            grid = (1, segments)  # a capped first pass: the second is one looping block
+        if p.get("ATOMIC"):
             run.steps.append(Step(v, p, spec, grid, block, (src, sums, np.int64(length),
                                                              np.int64(length))))
             run.zero = (sums,)
