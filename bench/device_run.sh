@@ -12,6 +12,7 @@
 set -u
 OUT=${OUT:-out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
+export XGEMM_TUNE_CACHE=${XGEMM_TUNE_CACHE:-$OUT/tuned.json}  # (the image has no platformdirs)
 pip install -q --no-deps --no-build-isolation -e . > "$OUT/install.log" 2>&1 || { cat "$OUT/install.log"; exit 1; }
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader | tee "$OUT/gpu.txt"
 python3 -c "import cupy; print('cupy', cupy.__version__, 'cuda', cupy.cuda.runtime.runtimeGetVersion())"
@@ -27,7 +28,6 @@ for v in ${SWEEP:-}; do
   head -4 "$OUT/sweep_$v.txt"
 done
 if [ -n "${TUNE_SHAPES:-}" ]; then  # tune, then auto against every variant's defaults, one run
-  export XGEMM_TUNE_CACHE="$OUT/tuned.json"
   variants=${TUNE_VARIANTS:-$(python3 -c 'import xgemm; print(",".join(n for n in xgemm.variants() if xgemm.get_variant(n).precision is None))')}
   python3 -m xgemm tune --clear --shapes "$TUNE_SHAPES" --variants "$variants" ${TUNE_ARGS:-} \
     --csv "$OUT/tune.csv" > "$OUT/tune.txt" 2>&1

@@ -255,7 +255,7 @@ def test_mma_picks_the_16_byte_specialisation(rng, flags_seen):
 @pytest.mark.parametrize("cc, name, needs", [
     (75, "mma", "8.0 or newer"),
     (80, "wgmma", r"9.0 exactly \(it is built for sm_90a\)"),
-    (100, "wgmma", r"9.0 exactly")])
+    (100, "wgmma", r"9.0 exactly \(it is built for sm_90a\)")])
 def test_a_variant_the_gpu_cannot_run_is_refused(rng, monkeypatch, cc, name, needs):
     import xgemm.api
 

@@ -437,7 +437,7 @@ class Launch:
     result: Any = None             # the array returned
     staging: Any = None            # where the kernel writes when the target can't be written
     target: Any = None             # ... and where staging is copied afterwards
-    copies: tuple[str, ...] = ()   # the operands that had to be copied, by name
+    copies: tuple[str, ...] = ()   # the operands that had to be copied, by name ("a" before "b")
     shared_mem: int = 0            # bytes of dynamic shared memory per block
     keep: tuple = ()               # arrays the kernel's raw pointers point into
 
@@ -581,7 +581,7 @@ def prepare(a: Any, b: Any, variant: str = DEFAULT_VARIANT, out: cupy.ndarray | 
     spec = Spec(dtype, layout_a.col, layout_b.col, bias is not None, act, read_c,
                 _flags(v, full_a, full_b, full_c, layout_a, layout_b, layout_c, shapes),
                 out_dtype=None if c_dtype == dtype else c_dtype)
-    launch = Launch(v, p, spec, device, (), (), result=result, copies=tuple(copies),
+    launch = Launch(v, p, spec, device, (), (), result=result, copies=tuple(sorted(copies)),
                     keep=(full_a, full_b, full_c, bias, a, b))
     if staging is not None:
         launch.staging, launch.target = staging, view

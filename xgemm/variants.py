@@ -269,7 +269,7 @@ register(Variant(
     name="wgmma",
     adds="Hopper: warpgroups issue wgmma on shared-memory tiles that TMA brings into an mbarrier"
          " ring; a producer warpgroup, CONSUMERS consumer warpgroups, a persistent grid",
-    defaults={"BM": 128, "BN": 256, "CONSUMERS": 2, "STAGES": 4, "GROUP": 8, "STORE": 1},
+    defaults={"BM": 128, "BN": 256, "CONSUMERS": 2, "STAGES": 4, "GROUP": 8, "STORE": 2},
     dtypes=("float16", "bfloat16"),
     **WGMMA,
 ))
@@ -278,7 +278,7 @@ register(Variant(
     name="wgmma_tf32",
     adds="wgmma for float32 inputs as TF32 (10-bit mantissas): K-major operands (a row-major A, a"
          " column-major B such as w.T)",
-    defaults={"BM": 128, "BN": 256, "CONSUMERS": 2, "STAGES": 4, "GROUP": 8, "STORE": 1},
+    defaults={"BM": 128, "BN": 256, "CONSUMERS": 2, "STAGES": 4, "GROUP": 8, "STORE": 2},
     dtypes=("float32",),
     a_layouts=("row",),
     b_layouts=("col",),
