@@ -98,6 +98,24 @@ def test_dtypes_and_layouts(rng, name, layout, dtype):
         check(rng, name, a, b)
 
 
+CLUSTERED = [n for n in xgemm.variants() if "CLUSTER" in xgemm.get_variant(n).space]
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("name", CLUSTERED)
+def test_clusters_share_b(rng, name, layout):
+    """CLUSTER=2: blocks in pairs, each bringing half of B to both. Shapes with an odd
+    number of tile rows (the second block of the last pair lies past M), with more tiles
+    than clusters (each pair walks several), and with one row; B split by rows (K-major)
+    and by boxes (MN-major), at two tile widths."""
+    v = xgemm.get_variant(name)
+    for dtype in v.dtypes:
+        for shape in [(4097, 2049, 129), (129, 300, 1000), (1, 64, 64)]:
+            for bn in (128, 256):
+                a, b = operands(rng, name, *shape, layout=layout, dtype=dtype)
+                check(rng, name, a, b, CLUSTER=2, BN=bn)
+
+
 @pytest.mark.parametrize("name", [*xgemm.variants(), "auto"])
 def test_k_zero_gives_zeros(name):
     import cupy
@@ -325,9 +343,10 @@ def test_wgmma_batches_and_broadcasts(rng, shapes, copies):
 
 
 def test_tf32_only_when_asked(rng):
-    """float32 runs exact unless precision="tf32" is given; then, on sm_90 and for a
-    row-major a and a column-major b, auto takes wgmma_tf32, whose error shows the
-    rounding (above exact float32's, within TF32's tolerance). Elsewhere: exact rungs."""
+    """float32 runs exact unless precision="tf32" is given; then, for a row-major a and a
+    column-major b, auto takes wgmma_tf32 on sm_90 and mma_tf32 on other GPUs from sm_80,
+    whose error shows the rounding (above exact float32's, within TF32's tolerance).
+    Elsewhere: exact rungs."""
     import xgemm.api
 
     a, w = rng.matrix(512, 384), rng.matrix(256, 384)  # a @ w.T: K-major both
@@ -338,12 +357,15 @@ def test_tf32_only_when_asked(rng):
     fallback = xgemm.prepare(a, b, precision="tf32")
     assert fallback.variant.precision is None and fallback.copies == ()
     assert relative_error(fallback(), a, b) < TOLERANCE
-    if xgemm.api._compute_capability(0) < 90:
-        pytest.skip("wgmma_tf32 needs an sm_90 GPU")
+    cc = xgemm.api._compute_capability(0)
+    if cc < 80:
+        pytest.skip("the TF32 rungs need an sm_80 GPU or newer")
     tf32 = xgemm.prepare(a, w.T, precision="tf32")
-    assert tf32.variant.name == "wgmma_tf32"
-    err = relative_error(tf32(), a, w.T)
-    assert 1e-5 < err < TF32_TOLERANCE, err
+    assert tf32.variant.name == ("wgmma_tf32" if cc == 90 else "mma_tf32")
+    for name in ("mma_tf32", "wgmma_tf32"):
+        if xgemm.get_variant(name).runs_on(cc):
+            err = relative_error(xgemm.matmul(a, w.T, variant=name), a, w.T)
+            assert 1e-5 < err < TF32_TOLERANCE, (name, err)
     with pytest.raises(ValueError, match="precision='tf32' lets float32 inputs run as TF32"):
         xgemm.matmul(a.astype("float16"), w.T.astype("float16"), precision="tf32")
 

@@ -2,6 +2,7 @@
 sweep and a tune that `auto` then follows (GPU)."""
 
 import json
+import os
 import warnings
 
 import pytest
@@ -160,6 +161,14 @@ def test_cli_clear_and_no_gpu(tmp_path, monkeypatch, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert err == ["xgemm sweep: no CUDA device (test); it needs a CUDA GPU",
                    "xgemm tune: no CUDA device (test); it needs a CUDA GPU"]
+
+
+@pytest.mark.parametrize("variant, tf32", [("tiled", "0"), ("mma_tf32", "1"), ("wgmma_tf32", "1")])
+def test_a_tf32_sweep_measures_against_cublas_in_tf32(monkeypatch, variant, tf32):
+    monkeypatch.setattr("xgemm.gpu.gpu_unavailable", lambda: "no CUDA device (test)")
+    monkeypatch.setenv("CUPY_TF32", "unset")
+    assert cli.main(["sweep", variant, "--shape", "64x64x64"]) == 2
+    assert os.environ["CUPY_TF32"] == tf32
 
 
 def test_cli_space_and_names(capsys):

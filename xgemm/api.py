@@ -341,7 +341,7 @@ def _tensor_maps(p: dict[str, int], dtype: str, a: cupy.ndarray, b: cupy.ndarray
     """The TMA tensor maps of A and B for products first .. first + count of the batch:
     (inner, outer, batch) dimensions, the box one copy of the kernel brings (one 128-byte
     row along the contiguous dimension: 64 16-bit values or 32 float32; of k-contiguous
-    operands a whole BM or BN rows at once).
+    operands a whole BM rows at once, or a block's share of BN: BN / CLUSTER).
     With K = 0 the kernel copies nothing: the maps are left empty."""
     from .tma import tensor_map
 
@@ -361,7 +361,7 @@ def _tensor_maps(p: dict[str, int], dtype: str, a: cupy.ndarray, b: cupy.ndarray
             (row, block if k_contiguous else row, 1))
 
     return (one(a, layout_a, shapes.m, shapes.k, not layout_a.col, p["BM"]),
-            one(b, layout_b, shapes.k, shapes.n, layout_b.col, p["BN"]))
+            one(b, layout_b, shapes.k, shapes.n, layout_b.col, p["BN"] // p["CLUSTER"]))
 
 
 def _operand(x: cupy.ndarray, shapes: Shapes, rows: int, cols: int,

@@ -117,10 +117,15 @@ def _need_gpu(command: str) -> bool:
 
 
 def _sweep(args: argparse.Namespace) -> int:
-    os.environ["CUPY_TF32"] = "0"
     if args.family:
+        os.environ["CUPY_TF32"] = "0"
         return _sweep_family(args)
+    from .registry import get_variant
     from .tuning import expand, sweep
+
+    # a TF32 rung is measured against cuBLAS in TF32, exact ones against exact cuBLAS
+    tf32 = get_variant(args.variant).precision == "tf32"
+    os.environ["CUPY_TF32"] = "1" if tf32 else "0"
 
     try:
         shape = _shape(args.shape)

@@ -67,7 +67,7 @@ def heuristic(m: int, n: int, k: int, dtype: str = "float32", cc: int = 90,
     ``cc`` x 10: from the H100 measurements in bench/: for 16-bit outputs of 2^16
     elements or more the tensor cores, ``wgmma`` on sm_90 (``prepare`` takes ``mma``
     instead for operands TMA cannot read in place), ``mma`` on sm_80 and newer; the same
-    for float32 with ``precision="tf32"`` through ``wgmma_tf32`` on sm_90; splitk
+    for float32 with ``precision="tf32"`` through ``wgmma_tf32`` or ``mma_tf32``; splitk
     for float32 outputs of at most 2^18 elements with K >= 4096; for outputs of a
     million elements or more the fastest large-tile rung for the dtype (``pipelined`` for
     float32, ``vectorized`` for the others), coarse1d for mid-sized outputs, tiled for
@@ -78,8 +78,8 @@ def heuristic(m: int, n: int, k: int, dtype: str = "float32", cc: int = 90,
     ('pipelined', 'coarse1d', 'tiled')
     >>> [heuristic(4096, 4096, 4096, "float16", cc)[0] for cc in (90, 100, 80, 75)]
     ['wgmma', 'mma', 'mma', 'vectorized']
-    >>> heuristic(4096, 4096, 4096, "float32", 90, "tf32")[0]
-    'wgmma_tf32'
+    >>> [heuristic(4096, 4096, 4096, "float32", cc, "tf32")[0] for cc in (90, 80)]
+    ['wgmma_tf32', 'mma_tf32']
     >>> heuristic(128, 128, 65536)[1]["SPLITS"]  # K split across 64 blocks per tile
     64
     """
@@ -90,12 +90,12 @@ def heuristic(m: int, n: int, k: int, dtype: str = "float32", cc: int = 90,
         if cdiv(m, params["BM"]) * cdiv(n, params["BN"]) < 132:  # fewer tiles than SMs
             params.update(BN=128)
         return wgmma.name, params
-    mma = get_variant("mma")
+    mma = get_variant("mma_tf32" if precision == "tf32" else "mma")
     if dtype in mma.dtypes and mma.runs_on(cc) and outputs >= 1 << 16:
         params = dict(mma.defaults)
         if cdiv(m, params["BM"]) * cdiv(n, params["BN"]) < 132:  # fewer tiles than SMs
             params.update(BM=64, BN=64, WM=32, WN=32)
-        return "mma", params
+        return mma.name, params
     splitk = get_variant("splitk")
     if dtype in splitk.dtypes and outputs <= 1 << 18 and k >= 4096:
         # few tiles of C, a long K: split K until there are two blocks per SM of an H100

@@ -222,10 +222,10 @@ register(Variant(
     **TENSOR_CORES,
 ))
 
-register(Variant(
-    name="mma",
+# Rung 11 for 16-bit inputs and (asked for by name or with precision="tf32") for float32
+# inputs as TF32, K-major.
+MMA = dict(
     template="gemm/11_mma.cu.j2",
-    adds="mma.sync from ldmatrix on swizzled tiles, fed by a cp.async ring",
     defaults={"BM": 128, "BN": 128, "BK": 32, "WM": 64, "WN": 64, "STAGES": 3, "GROUP": 8},
     space={"BM": [64, 128, 256], "BN": [64, 128, 256], "BK": [32, 64], "WM": [32, 64],
            "WN": [32, 64], "STAGES": [2, 3, 4], "GROUP": [8]},
@@ -234,12 +234,30 @@ register(Variant(
         "WM % 16 == 0 and WN % 16 == 0",
         "128 <= THREADS <= 256",               # with fewer warps ptxas spills
         "BK == 32 or WM * WN < 64 * 64",       # 128 accumulators and 64-deep phases spill
-        "BM * BK // 8 % THREADS == 0 and BK * BN // 8 % THREADS == 0",  # 16-byte chunks
-    ],
+        # a thread copies as many 16-byte chunks as every other, at most 8 of A's and of B's
+        "BM * BK * BYTES // 16 % THREADS == 0 and BK * BN * BYTES // 16 % THREADS == 0",
+        "BM * BK * BYTES // 16 <= 8 * THREADS and BK * BN * BYTES // 16 <= 8 * THREADS",
+    ],                                         # (16 a thread: tf32 64 x 256 tiles spill)
     smem_bytes="BYTES * STAGES * BK * (BM + BN)",
     dynamic_smem=True,
     flags=("aligned16",),
     **TENSOR_CORES,
+)
+
+register(Variant(
+    name="mma",
+    adds="mma.sync from ldmatrix on swizzled tiles, fed by a cp.async ring",
+    **MMA,
+))
+
+register(Variant(
+    name="mma_tf32",
+    adds="mma.sync m16n8k8 for float32 inputs as TF32 (10-bit mantissas): K-major operands"
+         " (a row-major A, a column-major B such as w.T)",
+    **{**MMA, "dtypes": ("float32",)},
+    a_layouts=("row",),
+    b_layouts=("col",),
+    precision="tf32",
 ))
 
 # The Hopper rung: one template for 16-bit inputs and (asked for by name or with
@@ -247,16 +265,18 @@ register(Variant(
 WGMMA = dict(
     template="gemm/12_wgmma.cu.j2",
     space={"BM": [64, 128, 256], "BN": [64, 128, 256], "CONSUMERS": [1, 2],
-           "STAGES": [2, 3, 4, 6], "GROUP": [8], "STORE": [1, 2]},
+           "STAGES": [2, 3, 4, 6], "GROUP": [8], "STORE": [1, 2], "CLUSTER": [1, 2]},
     constraints=[
         "STAGES >= 2",      # a consumer hands a slot back only once the next one is full
         "CONSUMERS <= 2 and BM <= 256",  # a TMA box has at most 256 rows
         "BM % (64 * CONSUMERS) == 0 and BN % 64 == 0",  # whole m64 rows, whole 64-wide boxes
         "BM // CONSUMERS // 64 * BN // 2 <= 128",  # accumulators a consumer thread holds
-        "STORE in (1, 2)",
+        "STORE in (1, 2) and CLUSTER in (1, 2)",
+        "BN * BYTES // 128 % CLUSTER == 0",  # B's 128-byte boxes split evenly in a cluster
     ],
     block=("128 * (CONSUMERS + 1)",),
-    grid=("min(SMS, cdiv(M, BM) * cdiv(N, BN))", "1"),
+    # one block per SM (whole clusters), at most one per tile
+    grid=("CLUSTER * min(SMS // CLUSTER, cdiv(cdiv(M, BM), CLUSTER) * cdiv(N, BN))", "1"),
     # the ring (128 bytes of k per row a stage), its 2 x STAGES mbarriers, 1 KiB to align it
     smem_bytes="STAGES * (BM + BN) * 128 + 16 * STAGES + 1024",
     dynamic_smem=True,
@@ -269,7 +289,8 @@ register(Variant(
     name="wgmma",
     adds="Hopper: warpgroups issue wgmma on shared-memory tiles that TMA brings into an mbarrier"
          " ring; a producer warpgroup, CONSUMERS consumer warpgroups, a persistent grid",
-    defaults={"BM": 128, "BN": 256, "CONSUMERS": 2, "STAGES": 4, "GROUP": 8, "STORE": 2},
+    defaults={"BM": 128, "BN": 256, "CONSUMERS": 2, "STAGES": 4, "GROUP": 8, "STORE": 2,
+              "CLUSTER": 1},
     dtypes=("float16", "bfloat16"),
     **WGMMA,
 ))
@@ -278,7 +299,8 @@ register(Variant(
     name="wgmma_tf32",
     adds="wgmma for float32 inputs as TF32 (10-bit mantissas): K-major operands (a row-major A, a"
          " column-major B such as w.T)",
-    defaults={"BM": 128, "BN": 256, "CONSUMERS": 2, "STAGES": 4, "GROUP": 8, "STORE": 2},
+    defaults={"BM": 128, "BN": 256, "CONSUMERS": 2, "STAGES": 4, "GROUP": 8, "STORE": 2,
+              "CLUSTER": 1},
     dtypes=("float32",),
     a_layouts=("row",),
     b_layouts=("col",),
