@@ -738,9 +738,9 @@ def matmul(a: Any, b: Any, variant: str = DEFAULT_VARIANT, out: cupy.ndarray | N
         activation: None, "relu", "gelu" (the tanh form) or "silu", applied last.
         precision: None (exact arithmetic, the default) or "tf32": float32 inputs may
             then run on the tensor cores as TF32 (mantissas truncated to 10 bits, float32
-            sums; on
-            sm_90 ``auto`` takes ``wgmma_tf32`` for a row-major a and a column-major b,
-            and the exact rungs elsewhere). Naming a TF32 variant asks for it too.
+            sums; for a row-major a and a column-major b ``auto`` takes ``wgmma_tf32``
+            on sm_90 and ``mma_tf32`` on other GPUs from sm_80, and the exact rungs
+            elsewhere). Naming a TF32 variant asks for it too.
         out_dtype: None (the inputs' dtype) or, for float16 and bfloat16 inputs,
             "float32": the result (and ``bias``) in float32, the sums unrounded.
         **params: the variant's tile parameters (``tile=16``, ``BM=64``...); those left

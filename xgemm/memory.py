@@ -23,9 +23,11 @@ from .registry import DTYPES, Spec, Variant, get_variant
 if TYPE_CHECKING:
     import cupy
 
-#: Each family's variant when none is named.
-DEFAULTS = {"transpose": "tiled_padded", "reverse": "static_smem", "sum": "two_pass",
-            "stencil": "smem_halo"}
+#: Each family's variant when none is named: the fastest measured on the H100
+#: (bench/h100_bandwidth_*.txt); for sum the deterministic one (two_pass: fastest at 10^7
+#: elements, 0.90x warp_shuffle at 2^28).
+DEFAULTS = {"transpose": "vectorized", "reverse": "static_smem", "sum": "two_pass",
+            "stencil": "naive"}
 
 
 @dataclass
@@ -140,7 +142,7 @@ def plan_transpose(x: Any, variant: str | None = None, **params: int) -> Run:
 
 def transpose(x: Any, variant: str | None = None, **params: int) -> cupy.ndarray:
     """``x.T`` as a new C-ordered array, by one of the transpose variants: "naive",
-    "tiled", "tiled_padded" (the default) or "vectorized".
+    "tiled", "tiled_padded" or "vectorized" (the default).
 
     ``x`` is any 2-D GPU array of float32, float64, float16 or bfloat16 with a unit
     column stride (slices of wider arrays too); any other is copied first, and
@@ -322,7 +324,7 @@ def stencil3x3(x: Any, weights: Any, variant: str | None = None, **params: int
                ) -> cupy.ndarray:
     """The 3 x 3 correlation ``out[r, c] = sum(weights[i, j] * x[r + i - 1, c + j - 1])``
     with zeros outside ``x`` (cupyx.scipy.ndimage.correlate with mode="constant"), same
-    shape as ``x``, by "naive" or "smem_halo" (the default). ``weights``: a (3, 3) array
+    shape as ``x``, by "naive" (the default) or "smem_halo". ``weights``: a (3, 3) array
     of x's dtype (a NumPy one is uploaded).
 
     >>> import cupy as cp, xgemm
