@@ -273,6 +273,13 @@ def test_bandwidth_bench_runs_every_variant(rng, capsys):
             assert f" {name} " in out, (family, name)
     rows = list(bandwidth.iterate("sum", [(4096,)], "float16", ["two_pass"], repeat=3))
     assert [r.variant for r in rows] == ["copy", "cupy", "two_pass"] and all(r.ok for r in rows)
+    # a sum near zero is judged over the sum of |x|, not over itself
+    import cupy
+
+    v = rng.array(4096, "float16")
+    x = cupy.concatenate([v, -v[::-1]])  # exactly zero in float64
+    err = bandwidth._error(xgemm.sum(x, variant="two_pass"), *bandwidth._reference("sum", x, None))
+    assert err < bandwidth.CHECK_TOLERANCE["float16"]
     swept = bandwidth.sweep("reverse", "dynamic_smem", (100_003,), repeat=3)
     points = list(xgemm.get_variant("dynamic_smem", "reverse").points())
     assert len(swept) == 2 + len(points) and all(r.ok for r in swept)
