@@ -327,12 +327,14 @@ def test_auto_reads_16_bit_operands_in_place(rng):
     (((3, 1, 64, 48), (1, 4, 48, 40)), ("a", "b")),  # no single stride walks either batch
     (((5, 64, 44), (44, 40)), ("a",)),  # a batch with 88-byte rows: padded
     (((5, 64, 48), (48, 36)), ("b",)),  # a broadcast b with 72-byte rows: padded once
+    (((70_000, 8, 16), (16, 8)), ()),  # two launches (grid z at most 65535)
 ])
-def test_wgmma_batches_and_broadcasts(rng, shapes, copies):
+@pytest.mark.parametrize("cluster", [1, 2])
+def test_wgmma_batches_and_broadcasts(rng, shapes, copies, cluster):
     import cupy
 
     a, b = rng.array(shapes[0], "float16"), rng.array(shapes[1], "float16")
-    launch = xgemm.prepare(a, b, variant="wgmma")
+    launch = xgemm.prepare(a, b, variant="wgmma", CLUSTER=cluster)
     assert launch.copies == copies
     if b.ndim == 2:  # a broadcast b stays one matrix (batch stride 0), padded or not
         assert int(launch.args[0][10]) == 0

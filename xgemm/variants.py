@@ -11,9 +11,10 @@ runs on unless it names the oldest (``min_cc``).
 
 Defaults are the fastest point of each space at 4096 x 4096 x 4096 on an H100 (from
 ``xgemm.bench.sweep``; for mma in float16, where STAGES=3 and 4 lie within 1%), except
-coarse2d, which keeps the seed text's configuration, and wmma, wgmma and wgmma_tf32,
-which were not swept (wgmma's: the best of five points tried, bench/h100_wgmma_probe.txt;
-wgmma_tf32 takes them unmeasured).
+coarse2d, which keeps the seed text's configuration, wmma (not swept), mma_tf32 (mma's,
+within 3% of its own sweep's best, bench/h100_sweep_mma_tf32_4096.txt) and wgmma_tf32
+(wgmma's: the fastest of bench/h100_sweep_wgmma_bfloat16_4096.csv and the CLUSTER
+sweeps, bench/h100_cluster_sweep_*.txt).
 """
 
 from .registry import Variant, register
@@ -199,7 +200,8 @@ register(Variant(
     splits="SPLITS",
 ))
 
-# The tensor-core rungs: warp tiles as above, 16-bit inputs, float accumulators, sm_80 on.
+# The tensor-core rungs: warp tiles as above, 16-bit inputs (float32 as TF32 where a rung
+# says so), float accumulators, sm_80 on.
 TENSOR_CORES = dict(
     block=WARP_TILING["block"],
     grid=WARP_TILING["grid"],
@@ -312,7 +314,8 @@ register(Variant(
 # -- The memory-bound families (xgemm.memory): the lectures' other shared-memory kernels. --
 # Their yardstick is the device's copy bandwidth. Expressions use M and N for the rows and
 # columns of the input (a 1-D input of reverse: N; sum: N elements in each of M segments).
-# Their defaults are reasoned, not yet swept on a GPU.
+# Their defaults were reasoned before any GPU run; memory.DEFAULTS picks each family's
+# variant from the H100 measurements (bench/h100_bandwidth_*.txt).
 
 register(Variant(
     family="transpose",
