@@ -266,6 +266,8 @@ register(Variant(
 # precision="tf32") for float32 inputs on the tensor cores as TF32.
 WGMMA = dict(
     template="gemm/12_wgmma.cu.j2",
+    defaults={"BM": 128, "BN": 256, "CONSUMERS": 2, "STAGES": 4, "GROUP": 8, "STORE": 2,
+              "CLUSTER": 1},
     space={"BM": [64, 128, 256], "BN": [64, 128, 256], "CONSUMERS": [1, 2],
            "STAGES": [2, 3, 4, 6], "GROUP": [8], "STORE": [1, 2], "CLUSTER": [1, 2]},
     constraints=[
@@ -291,8 +293,6 @@ register(Variant(
     name="wgmma",
     adds="Hopper: warpgroups issue wgmma on shared-memory tiles that TMA brings into an mbarrier"
          " ring; a producer warpgroup, CONSUMERS consumer warpgroups, a persistent grid",
-    defaults={"BM": 128, "BN": 256, "CONSUMERS": 2, "STAGES": 4, "GROUP": 8, "STORE": 2,
-              "CLUSTER": 1},
     dtypes=("float16", "bfloat16"),
     **WGMMA,
 ))
@@ -301,8 +301,6 @@ register(Variant(
     name="wgmma_tf32",
     adds="wgmma for float32 inputs as TF32 (10-bit mantissas): K-major operands (a row-major A, a"
          " column-major B such as w.T)",
-    defaults={"BM": 128, "BN": 256, "CONSUMERS": 2, "STAGES": 4, "GROUP": 8, "STORE": 2,
-              "CLUSTER": 1},
     dtypes=("float32",),
     a_layouts=("row",),
     b_layouts=("col",),
