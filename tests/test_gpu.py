@@ -116,6 +116,24 @@ def test_clusters_share_b(rng, name, layout):
                 check(rng, name, a, b, CLUSTER=2, BN=bn)
 
 
+TURN_TAKING = [n for n in xgemm.variants() if "PINGPONG" in xgemm.get_variant(n).space]
+
+
+@pytest.mark.parametrize("cluster", [1, 2])
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("name", TURN_TAKING)
+def test_pingpong_consumers_take_turns(rng, name, layout, cluster):
+    """PINGPONG=1: the two consumer warpgroups own whole tiles, in turn. Shapes where a
+    block has one tile (the second warpgroup has none), two, an odd number and many; K of
+    one ring slot and of many (more than the ring holds, so the slots wrap between turns)."""
+    v = xgemm.get_variant(name)
+    for dtype in v.dtypes:
+        for shape in [(64, 64, 64), (100, 300, 1000), (4097, 2049, 129), (3, 5000, 1000)]:
+            for bm, bn in ((64, 256), (128, 128)):
+                a, b = operands(rng, name, *shape, layout=layout, dtype=dtype)
+                check(rng, name, a, b, PINGPONG=1, BM=bm, BN=bn, CLUSTER=cluster, STAGES=3)
+
+
 @pytest.mark.parametrize("name", [*xgemm.variants(), "auto"])
 def test_k_zero_gives_zeros(name):
     import cupy
@@ -329,12 +347,14 @@ def test_auto_reads_16_bit_operands_in_place(rng):
     (((5, 64, 48), (48, 36)), ("b",)),  # a broadcast b with 72-byte rows: padded once
     (((70_000, 8, 16), (16, 8)), ()),  # two launches (grid z at most 65535)
 ])
-@pytest.mark.parametrize("cluster", [1, 2])
-def test_wgmma_batches_and_broadcasts(rng, shapes, copies, cluster):
+@pytest.mark.parametrize("params", [{"CLUSTER": 1}, {"CLUSTER": 2},
+                                    {"CLUSTER": 1, "PINGPONG": 0, "BN": 256},
+                                    {"CLUSTER": 2, "PINGPONG": 0, "BN": 256}], ids=_params_id)
+def test_wgmma_batches_and_broadcasts(rng, shapes, copies, params):
     import cupy
 
     a, b = rng.array(shapes[0], "float16"), rng.array(shapes[1], "float16")
-    launch = xgemm.prepare(a, b, variant="wgmma", CLUSTER=cluster)
+    launch = xgemm.prepare(a, b, variant="wgmma", **params)
     assert launch.copies == copies
     if b.ndim == 2:  # a broadcast b stays one matrix (batch stride 0), padded or not
         assert int(launch.args[0][10]) == 0
@@ -346,9 +366,9 @@ def test_wgmma_batches_and_broadcasts(rng, shapes, copies, cluster):
 
 def test_tf32_only_when_asked(rng):
     """float32 runs exact unless precision="tf32" is given; then, for a row-major a and a
-    column-major b, auto takes wgmma_tf32 on sm_90 and mma_tf32 on other GPUs from sm_80,
-    whose error shows the rounding (above exact float32's, within TF32's tolerance).
-    Elsewhere: exact rungs."""
+    column-major b, auto takes wgmma_tf32 on sm_90 and mma_tf32 on other GPUs from sm_80
+    (and on sm_90 where TMA cannot read the rows), whose error shows the rounding (above
+    exact float32's, within TF32's tolerance). Elsewhere: exact rungs."""
     import xgemm.api
 
     a, w = rng.matrix(512, 384), rng.matrix(256, 384)  # a @ w.T: K-major both
@@ -364,6 +384,11 @@ def test_tf32_only_when_asked(rng):
         pytest.skip("the TF32 rungs need an sm_80 GPU or newer")
     tf32 = xgemm.prepare(a, w.T, precision="tf32")
     assert tf32.variant.name == ("wgmma_tf32" if cc == 90 else "mma_tf32")
+    # rows of 383 floats, which TMA cannot read in place: mma_tf32 on every GPU, no copy
+    a_odd, w_odd = rng.matrix(512, 383), rng.matrix(256, 383)
+    odd = xgemm.prepare(a_odd, w_odd.T, precision="tf32")
+    assert odd.variant.name == "mma_tf32" and odd.copies == ()
+    assert 1e-5 < relative_error(odd(), a_odd, w_odd.T) < TF32_TOLERANCE
     for name in ("mma_tf32", "wgmma_tf32"):
         if xgemm.get_variant(name).runs_on(cc):
             err = relative_error(xgemm.matmul(a, w.T, variant=name), a, w.T)

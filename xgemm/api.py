@@ -536,6 +536,7 @@ def prepare(a: Any, b: Any, variant: str = DEFAULT_VARIANT, out: cupy.ndarray | 
         m, n, k = shapes.m, shapes.n, shapes.k
         for pick in (lambda: choose(m, n, k, dtype, device, precision),
                      lambda: heuristic(m, n, k, dtype, cc, precision),
+                     lambda: heuristic(m, n, k, dtype, min(cc, 89), precision),  # no TMA
                      lambda: heuristic(m, n, k, dtype, min(cc, 89))):  # no TMA, no TF32: fits
             name, p = pick()
             v = get_variant(name)

@@ -266,15 +266,19 @@ register(Variant(
 # precision="tf32") for float32 inputs on the tensor cores as TF32.
 WGMMA = dict(
     template="gemm/12_wgmma.cu.j2",
-    defaults={"BM": 128, "BN": 256, "CONSUMERS": 2, "STAGES": 4, "GROUP": 8, "STORE": 2,
-              "CLUSTER": 1},
+    defaults={"BM": 128, "BN": 128, "CONSUMERS": 2, "STAGES": 4, "GROUP": 8, "STORE": 2,
+              "CLUSTER": 1, "PINGPONG": 1},
     space={"BM": [64, 128, 256], "BN": [64, 128, 256], "CONSUMERS": [1, 2],
-           "STAGES": [2, 3, 4, 6], "GROUP": [8], "STORE": [1, 2], "CLUSTER": [1, 2]},
+           "STAGES": [2, 3, 4, 5, 6], "GROUP": [8], "STORE": [1, 2], "CLUSTER": [1, 2],
+           "PINGPONG": [0, 1]},
     constraints=[
         "STAGES >= 2",      # a consumer hands a slot back only once the next one is full
         "CONSUMERS <= 2 and BM <= 256",  # a TMA box has at most 256 rows
-        "BM % (64 * CONSUMERS) == 0 and BN % 64 == 0",  # whole m64 rows, whole 64-wide boxes
-        "BM // CONSUMERS // 64 * BN // 2 <= 128",  # accumulators a consumer thread holds
+        "PINGPONG in (0, 1) and (not PINGPONG or CONSUMERS == 2)",  # two take turns
+        # whole m64 rows per consumer warpgroup, whole 64-wide boxes
+        "BM % (64 * (1 if PINGPONG else CONSUMERS)) == 0 and BN % 64 == 0",
+        # accumulators a consumer thread holds
+        "(BM if PINGPONG else BM // CONSUMERS) // 64 * BN // 2 <= 128",
         "STORE in (1, 2) and CLUSTER in (1, 2)",
         "BN * BYTES // 128 % CLUSTER == 0",  # B's 128-byte boxes split evenly in a cluster
     ],
