@@ -113,7 +113,7 @@ def test_clusters_share_b(rng, name, layout):
         for shape in [(4097, 2049, 129), (129, 300, 1000), (1, 64, 64)]:
             for bn in (128, 256):
                 a, b = operands(rng, name, *shape, layout=layout, dtype=dtype)
-                check(rng, name, a, b, CLUSTER=2, BN=bn)
+                check(rng, name, a, b, CLUSTER=2, BN=bn, PINGPONG=0)
 
 
 TURN_TAKING = [n for n in xgemm.variants() if "PINGPONG" in xgemm.get_variant(n).space]
@@ -348,8 +348,8 @@ def test_auto_reads_16_bit_operands_in_place(rng):
     (((70_000, 8, 16), (16, 8)), ()),  # two launches (grid z at most 65535)
 ])
 @pytest.mark.parametrize("params", [{"CLUSTER": 1}, {"CLUSTER": 2},
-                                    {"CLUSTER": 1, "PINGPONG": 0, "BN": 256},
-                                    {"CLUSTER": 2, "PINGPONG": 0, "BN": 256}], ids=_params_id)
+                                    {"CLUSTER": 1, "PINGPONG": 1, "BM": 64},
+                                    {"CLUSTER": 2, "PINGPONG": 1, "BM": 64}], ids=_params_id)
 def test_wgmma_batches_and_broadcasts(rng, shapes, copies, params):
     import cupy
 

@@ -43,9 +43,8 @@ def test_declaration_is_consistent(family, name):
 def test_persistent_grid_has_a_block_per_sm_at_most():
     v = xgemm.get_variant("wgmma")
     assert v.archs == ("sm_90a",) and xgemm.get_variant("mma").archs == ("sm_80", "sm_90")
-    assert v.launch(v.defaults, 4096, 4096, sms=132) == ((132, 1), (384,))  # 1024 tiles
-    assert v.launch(v.defaults, 300, 500, sms=132) == ((12, 1), (384,))     # 3 x 4 tiles
-    assert v.launch({**v.defaults, "BN": 256}, 300, 500, sms=132) == ((6, 1), (384,))
+    assert v.launch(v.defaults, 4096, 4096, sms=132) == ((132, 1), (384,))  # 512 tiles
+    assert v.launch(v.defaults, 300, 500, sms=132) == ((6, 1), (384,))      # 3 x 2 tiles
 
 
 def test_unknown_variant_names_the_closest():

@@ -52,12 +52,11 @@ def test_heuristic_names_a_valid_point(shape, dtype):
 
 
 def test_heuristic_keeps_the_gpu_busy():
-    # 128 x 256 tiles for large float32 outputs; 128 x 128 where those would leave SMs idle
+    # 128 x 256 tiles for large outputs; 128 x 128 where those would leave SMs idle
     assert tuning.heuristic(8192, 8192, 8192)[1]["BN"] == 256
     assert tuning.heuristic(2048, 2048, 2048)[1]["BN"] == 128
-    # wgmma's consumers take turns on tiles where every SM gets two, else share each tile
-    assert tuning.heuristic(4096, 4096, 4096, "float16", 90)[1]["PINGPONG"] == 1
-    assert tuning.heuristic(2048, 2048, 2048, "float16", 90)[1]["PINGPONG"] == 0
+    assert tuning.heuristic(8192, 8192, 8192, "float16", 90)[1]["BN"] == 256
+    assert tuning.heuristic(1024, 1024, 1024, "float16", 90)[1]["BN"] == 128
 
 
 def test_cache_path_follows_the_environment(tmp_path, monkeypatch):
@@ -143,9 +142,9 @@ def test_a_tuned_exact_entry_does_not_answer_for_tf32(monkeypatch):
     assert tuning.choose(4096, 4096, 4096, "float32", 0)[0] == "pipelined"
     assert tuning.choose(4096, 4096, 4096, "float32", 0, "tf32")[0] == "wgmma_tf32"
     tuning.tune_cache().store("GPU X", "float32", 4096, 4096, 4096, "wgmma_tf32",
-                              {"BN": 256, "PINGPONG": 0}, 1.0)
+                              {"BN": 128}, 1.0)
     name, params = tuning.choose(4096, 4096, 4096, "float32", 0, "tf32")
-    assert name == "wgmma_tf32" and params["BN"] == 256  # the tuned entry this time
+    assert name == "wgmma_tf32" and params["BN"] == 128  # the tuned entry this time
 
 
 def test_auto_takes_no_parameters():

@@ -87,8 +87,8 @@ def heuristic(m: int, n: int, k: int, dtype: str = "float32", cc: int = 90,
     wgmma = get_variant("wgmma_tf32" if precision == "tf32" else "wgmma")
     if dtype in wgmma.dtypes and wgmma.runs_on(cc) and outputs >= 1 << 16:
         params = dict(wgmma.defaults)
-        if cdiv(m, params["BM"]) * cdiv(n, params["BN"]) < 2 * 132:
-            params.update(PINGPONG=0)  # too few tiles to take turns on: share each one
+        if cdiv(m, params["BM"]) * cdiv(n, params["BN"]) < 132:  # fewer tiles than SMs
+            params.update(BN=128)
         return wgmma.name, params
     mma = get_variant("mma_tf32" if precision == "tf32" else "mma")
     if dtype in mma.dtypes and mma.runs_on(cc) and outputs >= 1 << 16:

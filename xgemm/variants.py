@@ -266,8 +266,8 @@ register(Variant(
 # precision="tf32") for float32 inputs on the tensor cores as TF32.
 WGMMA = dict(
     template="gemm/12_wgmma.cu.j2",
-    defaults={"BM": 128, "BN": 128, "CONSUMERS": 2, "STAGES": 4, "GROUP": 8, "STORE": 2,
-              "CLUSTER": 1, "PINGPONG": 1},
+    defaults={"BM": 128, "BN": 256, "CONSUMERS": 2, "STAGES": 4, "GROUP": 8, "STORE": 2,
+              "CLUSTER": 1, "PINGPONG": 0},
     space={"BM": [64, 128, 256], "BN": [64, 128, 256], "CONSUMERS": [1, 2],
            "STAGES": [2, 3, 4, 5, 6], "GROUP": [8], "STORE": [1, 2], "CLUSTER": [1, 2],
            "PINGPONG": [0, 1]},
