@@ -14,7 +14,8 @@ Defaults are the fastest point of each space at 4096 x 4096 x 4096 on an H100 (f
 coarse2d, which keeps the seed text's configuration, wmma (not swept), mma_tf32 (mma's,
 within 3% of its own sweep's best, bench/h100_sweep_mma_tf32_4096.txt) and wgmma_tf32
 (wgmma's: the fastest of bench/h100_sweep_wgmma_bfloat16_4096.csv and the CLUSTER
-sweeps, bench/h100_cluster_sweep_*.txt).
+sweeps, bench/h100_cluster_sweep_*.txt; PINGPONG, added later, stays 0: at 128 x 128 it
+ran 1-10% slower than these defaults, bench/NOTES.md).
 """
 
 from .registry import Variant, register
