@@ -123,9 +123,11 @@ TURN_TAKING = [n for n in xgemm.variants() if "PINGPONG" in xgemm.get_variant(n)
 @pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("name", TURN_TAKING)
 def test_pingpong_consumers_take_turns(rng, name, layout, cluster):
-    """PINGPONG=1: the two consumer warpgroups own whole tiles, in turn. Shapes where a
-    block has one tile (the second warpgroup has none), two, an odd number and many; K of
-    one ring slot and of many (more than the ring holds, so the slots wrap between turns)."""
+    """PINGPONG=1: the two consumer warpgroups own whole tiles, in turn. One tile (one
+    block, whose second warpgroup has none); a few tiles, one a block; 4097 x 2049, over
+    500 tiles on at most 132 blocks, so both warpgroups of a block take several turns (and
+    CLUSTER=2 has an odd number of tile rows). K of three slots, and of sixteen: more than
+    the ring holds, so it wraps within a turn and a turn starts mid-ring."""
     v = xgemm.get_variant(name)
     for dtype in v.dtypes:
         for shape in [(64, 64, 64), (100, 300, 1000), (4097, 2049, 129), (3, 5000, 1000)]:
