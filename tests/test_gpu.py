@@ -127,7 +127,8 @@ def test_pingpong_consumers_take_turns(rng, name, layout, cluster):
     block, whose second warpgroup has none); a few tiles, one a block; 4097 x 2049, over
     500 tiles on at most 132 blocks, so both warpgroups of a block take several turns (and
     CLUSTER=2 has an odd number of tile rows). K of three slots, and of sixteen: more than
-    the ring holds, so it wraps within a turn and a turn starts mid-ring."""
+    the ring holds, so it wraps within a turn. (Turns that start mid-ring: the corner
+    tests at 2048^3, 32 slots a tile.)"""
     v = xgemm.get_variant(name)
     for dtype in v.dtypes:
         for shape in [(64, 64, 64), (100, 300, 1000), (4097, 2049, 129), (3, 5000, 1000)]:
