@@ -335,33 +335,36 @@ def _tma_copy(x: cupy.ndarray, layout: Layout, name: str, copies: list[str]
     return view, Layout(layout.col, padded.shape[-1], found.batch_stride)  # ld even of 1 row
 
 
-def _tensor_maps(p: dict[str, int], dtype: str, a: cupy.ndarray, b: cupy.ndarray,
-                 layout_a: Layout, layout_b: Layout, shapes: Shapes, first: int, count: int
-                 ) -> tuple[np.ndarray, np.ndarray]:
-    """The TMA tensor maps of A and B for products first .. first + count of the batch:
-    (inner, outer, batch) dimensions, the box one copy of the kernel brings (one 128-byte
-    row along the contiguous dimension: 64 16-bit values or 32 float32; of k-contiguous
-    operands a whole BM rows at once, or a block's share of BN: BN / CLUSTER).
-    With K = 0 the kernel copies nothing: the maps are left empty."""
+def _tensor_maps(p: dict[str, int], a: cupy.ndarray, b: cupy.ndarray, c: cupy.ndarray,
+                 layout_a: Layout, layout_b: Layout, layout_c: Layout, shapes: Shapes,
+                 first: int, count: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The TMA tensor maps of A, B and C for products first .. first + count of the
+    batch: (inner, outer, batch) dimensions, the box one copy of the kernel moves (one
+    128-byte row along the contiguous dimension: 64 16-bit values or 32 float32; of
+    k-contiguous operands a whole BM rows at once, or a block's share of BN: BN / CLUSTER;
+    of C, one consumer warpgroup's rows). A map the kernel does not use is left empty:
+    A's and B's with K = 0 (nothing to copy), C's unless TMA_STORE."""
     from .tma import tensor_map
 
-    if shapes.k == 0:
-        empty = np.zeros(1, dtype=np.dtype((np.void, 128)))
-        return empty, empty
-    item = a.itemsize
-    row = 128 // item  # values in one 128-byte swizzled row: the box's contiguous extent
-
     def one(x, layout, rows, cols, k_contiguous, block):
+        item, row = x.itemsize, 128 // x.itemsize  # row: values in a 128-byte swizzled row
         inner, outer = (rows, cols) if layout.col else (cols, rows)
         batched = layout.batch_stride != 0
         stride = layout.batch_stride if batched else layout.ld * outer
         return tensor_map(
-            x.data.ptr + first * layout.batch_stride * item, dtype,
+            x.data.ptr + first * layout.batch_stride * item, x.dtype.name,
             (inner, outer, count if batched else 1), (layout.ld * item, stride * item),
             (row, block if k_contiguous else row, 1))
 
-    return (one(a, layout_a, shapes.m, shapes.k, not layout_a.col, p["BM"]),
-            one(b, layout_b, shapes.k, shapes.n, layout_b.col, p["BN"] // p["CLUSTER"]))
+    empty = np.zeros(1, dtype=np.dtype((np.void, 128)))
+    maps = [empty, empty, empty]
+    if shapes.k > 0:
+        maps[:2] = (one(a, layout_a, shapes.m, shapes.k, not layout_a.col, p["BM"]),
+                    one(b, layout_b, shapes.k, shapes.n, layout_b.col, p["BN"] // p["CLUSTER"]))
+    if p.get("TMA_STORE"):
+        rows = p["BM"] if p["PINGPONG"] else p["BM"] // p["CONSUMERS"]
+        maps[2] = one(c, layout_c, shapes.m, shapes.n, True, rows)
+    return tuple(maps)
 
 
 def _operand(x: cupy.ndarray, shapes: Shapes, rows: int, cols: int,
@@ -578,6 +581,8 @@ def prepare(a: Any, b: Any, variant: str = DEFAULT_VARIANT, out: cupy.ndarray | 
                                                                               view.dtype)
             full_c = staging
     layout_c = layout_of(full_c.shape, full_c.strides, full_c.itemsize, ("row",), write=True)
+    if p.get("TMA_STORE") and (read_c or c_dtype != dtype or not _tma_ready(full_c, layout_c)):
+        p = {**p, "TMA_STORE": 0}  # TMA does not read C, widen it, or write unaligned rows
 
     spec = Spec(dtype, layout_a.col, layout_b.col, bias is not None, act, read_c,
                 _flags(v, full_a, full_b, full_c, layout_a, layout_b, layout_c, shapes),
@@ -618,8 +623,8 @@ def prepare(a: Any, b: Any, variant: str = DEFAULT_VARIANT, out: cupy.ndarray | 
                                * partials.itemsize),
                      np.uint64(arrivals.data.ptr + first * tiles * arrivals.itemsize))
         if v.tma:
-            extra = _tensor_maps(p, dtype, full_a, full_b, layout_a, layout_b, shapes,
-                                 first, count)
+            extra = _tensor_maps(p, full_a, full_b, full_c, layout_a, layout_b, layout_c,
+                                 shapes, first, count)
         launch.grids.append((*grid, count * splits))
         launch.args.append((
             np.uint64(full_a.data.ptr + first * layout_a.batch_stride * item),

@@ -267,11 +267,11 @@ register(Variant(
 # precision="tf32") for float32 inputs on the tensor cores as TF32.
 WGMMA = dict(
     template="gemm/12_wgmma.cu.j2",
-    defaults={"BM": 128, "BN": 256, "CONSUMERS": 2, "STAGES": 4, "GROUP": 8, "STORE": 2,
-              "CLUSTER": 1, "PINGPONG": 0},
+    defaults={"BM": 128, "BN": 256, "CONSUMERS": 2, "STAGES": 3, "GROUP": 8, "STORE": 2,
+              "CLUSTER": 1, "PINGPONG": 0, "TMA_STORE": 1},
     space={"BM": [64, 128, 256], "BN": [64, 128, 256], "CONSUMERS": [1, 2],
            "STAGES": [2, 3, 4, 5, 6], "GROUP": [8], "STORE": [1, 2], "CLUSTER": [1, 2],
-           "PINGPONG": [0, 1]},
+           "PINGPONG": [0, 1], "TMA_STORE": [0, 1]},
     constraints=[
         "STAGES >= 2",      # a consumer hands a slot back only once the next one is full
         "CONSUMERS <= 2 and BM <= 256",  # a TMA box has at most 256 rows
@@ -282,12 +282,16 @@ WGMMA = dict(
         "(BM if PINGPONG else BM // CONSUMERS) // 64 * BN // 2 <= 128",
         "STORE in (1, 2) and CLUSTER in (1, 2)",
         "BN * BYTES // 128 % CLUSTER == 0",  # B's 128-byte boxes split evenly in a cluster
+        # C through TMA; where TMA cannot write C, it leaves from registers in pairs
+        "TMA_STORE in (0, 1) and (not TMA_STORE or STORE == 2)",
     ],
     block=("128 * (CONSUMERS + 1)",),
     # one block per SM (whole clusters), at most one per tile
     grid=("CLUSTER * min(SMS // CLUSTER, cdiv(cdiv(M, BM), CLUSTER) * cdiv(N, BN))", "1"),
-    # the ring (128 bytes of k per row a stage), its 2 x STAGES mbarriers, 1 KiB to align it
-    smem_bytes="STAGES * (BM + BN) * 128 + 16 * STAGES + 1024",
+    # the ring (128 bytes of k per row a stage), its 2 x STAGES mbarriers, 1 KiB to align
+    # it; with TMA_STORE, each consumer warpgroup's rows of a tile of C
+    smem_bytes="STAGES * (BM + BN) * 128 + 16 * STAGES + 1024"
+               " + TMA_STORE * (CONSUMERS if PINGPONG else 1) * BM * BN * BYTES",
     dynamic_smem=True,
     min_cc=90,
     target="sm_90a",
@@ -310,7 +314,8 @@ register(Variant(
     a_layouts=("row",),
     b_layouts=("col",),
     precision="tf32",
-    **WGMMA,
+    # C of float32 through shared memory would leave room for only two stages of 128 x 256
+    **{**WGMMA, "defaults": {**WGMMA["defaults"], "STAGES": 4, "TMA_STORE": 0}},
 ))
 
 
