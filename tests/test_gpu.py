@@ -141,7 +141,8 @@ STAGING = [n for n in xgemm.variants() if "TMA_STORE" in xgemm.get_variant(n).sp
 
 
 @pytest.mark.parametrize("params", [{"BN": 128}, {"BN": 128, "CLUSTER": 2},
-                                    {"BN": 128, "PINGPONG": 1}, {"BN": 256}], ids=_params_id)
+                                    {"BM": 64, "BN": 128, "PINGPONG": 1}, {"BN": 256}],
+                         ids=_params_id)
 @pytest.mark.parametrize("name", STAGING)
 def test_c_leaves_through_tma(rng, name, params):
     """TMA_STORE=1: C goes through shared memory and out in TMA stores where TMA can write

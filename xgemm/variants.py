@@ -12,10 +12,12 @@ runs on unless it names the oldest (``min_cc``).
 Defaults are the fastest point of each space at 4096 x 4096 x 4096 on an H100 (from
 ``xgemm.bench.sweep``; for mma in float16, where STAGES=3 and 4 lie within 1%), except
 coarse2d, which keeps the seed text's configuration, wmma (not swept), mma_tf32 (mma's,
-within 3% of its own sweep's best, bench/h100_sweep_mma_tf32_4096.txt) and wgmma_tf32
-(wgmma's: the fastest of bench/h100_sweep_wgmma_bfloat16_4096.csv and the CLUSTER
-sweeps, bench/h100_cluster_sweep_*.txt; PINGPONG, added later, stays 0: at 128 x 128 it
-ran 1-10% slower than these defaults, bench/NOTES.md).
+within 3% of its own sweep's best, bench/h100_sweep_mma_tf32_4096.txt), wgmma (the
+fastest point of bench/h100_sweep_tma_store_{float16,bfloat16}_{4096,8192}.csv; PINGPONG
+stays 0: at 128 x 128 it ran 1-10% slower, bench/NOTES.md) and wgmma_tf32 (the fastest
+of bench/h100_sweep_wgmma_bfloat16_4096.csv, the CLUSTER sweeps and
+bench/h100_sweep_tma_store_wgmma_tf32_4096.csv: its float32 C staged for TMA leaves room
+for two stages only, which lost).
 """
 
 from .registry import Variant, register
@@ -284,6 +286,10 @@ WGMMA = dict(
         "BN * BYTES // 128 % CLUSTER == 0",  # B's 128-byte boxes split evenly in a cluster
         # C through TMA; where TMA cannot write C, it leaves from registers in pairs
         "TMA_STORE in (0, 1) and (not TMA_STORE or STORE == 2)",
+        # ptxas spills staging a float32 C from two m64 row blocks of 128 accumulators
+        # in the 168 registers a thread of 384 gets
+        "not (TMA_STORE and BYTES == 4 and CONSUMERS == 2 and BN == 128"
+        " and (BM if PINGPONG else BM // CONSUMERS) == 128)",
     ],
     block=("128 * (CONSUMERS + 1)",),
     # one block per SM (whole clusters), at most one per tile
