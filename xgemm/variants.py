@@ -227,8 +227,12 @@ register(Variant(
     **TENSOR_CORES,
 ))
 
-# Rung 11 for 16-bit inputs and (asked for by name or with precision="tf32") for float32
-# inputs as TF32, K-major.
+# What a TF32 rung (11', 12') is: float32 inputs on the tensor cores as TF32, only when
+# asked for (by name, or precision="tf32"), read K-major.
+TF32 = dict(dtypes=("float32",), a_layouts=("row",), b_layouts=("col",), precision="tf32")
+TF32_ADDS = "(10-bit mantissas): K-major operands (a row-major A, a column-major B such as w.T)"
+
+# Rung 11 for 16-bit inputs and for float32 inputs as TF32.
 MMA = dict(
     template="gemm/11_mma.cu.j2",
     defaults={"BM": 128, "BN": 128, "BK": 32, "WM": 64, "WN": 64, "STAGES": 3, "GROUP": 8},
@@ -257,16 +261,11 @@ register(Variant(
 
 register(Variant(
     name="mma_tf32",
-    adds="mma.sync m16n8k8 for float32 inputs as TF32 (10-bit mantissas): K-major operands"
-         " (a row-major A, a column-major B such as w.T)",
-    **{**MMA, "dtypes": ("float32",)},
-    a_layouts=("row",),
-    b_layouts=("col",),
-    precision="tf32",
+    adds="mma.sync m16n8k8 for float32 inputs as TF32 " + TF32_ADDS,
+    **{**MMA, **TF32},
 ))
 
-# The Hopper rung: one template for 16-bit inputs and (asked for by name or with
-# precision="tf32") for float32 inputs on the tensor cores as TF32.
+# The Hopper rung: one template for 16-bit inputs and for float32 inputs as TF32.
 WGMMA = dict(
     template="gemm/12_wgmma.cu.j2",
     defaults={"BM": 128, "BN": 256, "CONSUMERS": 2, "STAGES": 3, "GROUP": 8, "STORE": 2,
@@ -314,14 +313,9 @@ register(Variant(
 
 register(Variant(
     name="wgmma_tf32",
-    adds="wgmma for float32 inputs as TF32 (10-bit mantissas): K-major operands (a row-major A, a"
-         " column-major B such as w.T)",
-    dtypes=("float32",),
-    a_layouts=("row",),
-    b_layouts=("col",),
-    precision="tf32",
+    adds="wgmma for float32 inputs as TF32 " + TF32_ADDS,
     # C of float32 through shared memory would leave room for only two stages of 128 x 256
-    **{**WGMMA, "defaults": {**WGMMA["defaults"], "STAGES": 4, "TMA_STORE": 0}},
+    **{**WGMMA, **TF32, "defaults": {**WGMMA["defaults"], "STAGES": 4, "TMA_STORE": 0}},
 ))
 
 
