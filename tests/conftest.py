@@ -9,14 +9,25 @@ import pytest
 from xgemm.gpu import gpu_unavailable
 
 
+def gpu_count() -> int:
+    """How many CUDA GPUs CuPy sees here (0 without CuPy or a driver)."""
+    if gpu_unavailable() is not None:
+        return 0
+    import cupy
+
+    return cupy.cuda.runtime.getDeviceCount()
+
+
 def pytest_collection_modifyitems(config, items):
     reason = gpu_unavailable()
-    if reason is None:
-        return
-    skip = pytest.mark.skip(reason=f"needs a CUDA GPU: {reason}")
+    count = gpu_count()
+    skip_gpu = pytest.mark.skip(reason=f"needs a CUDA GPU: {reason}")
+    skip_two = pytest.mark.skip(reason=f"needs two CUDA GPUs: this machine has {count}")
     for item in items:
-        if "gpu" in item.keywords:
-            item.add_marker(skip)
+        if "gpu" in item.keywords and reason is not None:
+            item.add_marker(skip_gpu)
+        elif "multigpu" in item.keywords and count < 2:
+            item.add_marker(skip_two)
 
 
 def pytest_report_header(config):

@@ -3,6 +3,8 @@ sweep and a tune that `auto` then follows (GPU)."""
 
 import json
 import os
+import subprocess
+import sys
 import warnings
 
 import pytest
@@ -92,14 +94,61 @@ def test_a_tuned_shape_keeps_its_own_entry_beside_its_bucket(tmp_path):
     assert cache.lookup("GPU", "float32", 4000, 4000, 4000) == ("tiled", {"tile": 32})  # latest
 
 
-@pytest.mark.parametrize("text", ["{not json", "[]", '{"version": 99, "entries": {}}',
-                                  '{"version": 1, "entries": []}'])
+def _file(entries) -> str:
+    """A tuning file as this xgemm writes it."""
+    return json.dumps({"version": tuning.CACHE_VERSION, "xgemm": xgemm.__version__,
+                       "entries": entries})
+
+
+@pytest.mark.parametrize("text", [
+    "{not json", "[]", '{"version": 2, "xgemm": "0.1.0", "entries": []}',
+    # written by another xgemm, or in another format: ignored, not misread
+    '{"version": 99, "xgemm": "0.1.0", "entries": {}}',
+    '{"version": 1, "entries": {"GPU|float32|1x1x1": {"variant": "tiled", "params": {}}}}',
+    '{"version": 2, "xgemm": "0.0.9", "entries": {}}',
+    '{"version": 2, "xgemm": "9.0.0", "entries": {}}'])
 def test_corrupt_file_is_ignored_with_a_warning(tmp_path, text):
     path = tmp_path / "t.json"
     path.write_text(text)
     with pytest.warns(UserWarning, match="ignoring the xgemm tuning file"):
         cache = tuning.TuneCache(path)
     assert cache.lookup("GPU", "float32", 1, 1, 1) is None
+
+
+def test_a_store_keeps_what_another_wrote_since(tmp_path):
+    """Two caches on one file, each read before the other wrote (two processes): the
+    second store merges with the disk, so the first one's entry stays."""
+    path = tmp_path / "t.json"
+    first, second = tuning.TuneCache(path), tuning.TuneCache(path)
+    first.store("GPU", "float32", 64, 64, 64, "tiled", {"tile": 8}, 0.1)
+    second.store("GPU", "float16", 64, 64, 64, "tiled", {"tile": 16}, 0.1)
+    again = tuning.TuneCache(path)
+    assert again.lookup("GPU", "float32", 64, 64, 64) == ("tiled", {"tile": 8})
+    assert again.lookup("GPU", "float16", 64, 64, 64) == ("tiled", {"tile": 16})
+    assert second.lookup("GPU", "float32", 64, 64, 64) == ("tiled", {"tile": 8})
+
+
+STORE_MANY = """
+import sys
+from pathlib import Path
+from xgemm import tuning
+cache = tuning.TuneCache(Path(sys.argv[1]))
+for j in range(int(sys.argv[3])):
+    cache.store(f"GPU {sys.argv[2]}", "float32", 2**j, 1, 1, "tiled", {"tile": 8}, 0.1)
+"""
+
+
+def test_processes_storing_at_once_lose_nothing(tmp_path):
+    """Four processes store 30 shapes each into one file at the same time: every entry is
+    there, the file parses, no temporary file is left."""
+    path = tmp_path / "t.json"
+    writers, stores = 4, 30
+    procs = [subprocess.Popen([sys.executable, "-c", STORE_MANY, str(path), str(w), str(stores)])
+             for w in range(writers)]
+    assert [p.wait(timeout=300) for p in procs] == [0] * writers
+    entries = json.loads(path.read_text())["entries"]
+    assert len(entries) == writers * stores * 2  # each shape, and its bucket
+    assert not list(tmp_path.glob("*.tmp"))
 
 
 @pytest.mark.parametrize("entry", [
@@ -110,7 +159,7 @@ def test_corrupt_file_is_ignored_with_a_warning(tmp_path, text):
 ])
 def test_stale_entry_is_ignored_with_a_warning(tmp_path, entry):
     path = tmp_path / "t.json"
-    path.write_text(json.dumps({"version": 1, "entries": {"GPU|float32|64x64x64": entry}}))
+    path.write_text(_file({"GPU|float32|64x64x64": entry}))
     cache = tuning.TuneCache(path)
     with pytest.warns(UserWarning, match="ignoring the stale tuning entry"):
         assert cache.lookup("GPU", "float32", 64, 64, 64) is None
@@ -205,6 +254,24 @@ def test_random_sweep_respects_its_budget(tmp_path):
     assert any(r.ok and r.params == defaults for r in results)  # always among those timed
     results.to_csv(str(tmp_path / "s.csv"))
     assert len((tmp_path / "s.csv").read_text().splitlines()) == len(results) + 1
+
+
+@pytest.mark.gpu
+def test_two_tunes_into_one_file(tmp_path):
+    """Two ``xgemm tune`` processes at once, one tuning file: both shapes are in it."""
+    path = tmp_path / "shared.json"
+    env = {**os.environ, tuning.CACHE_ENV: str(path)}
+    shapes = [(64, 64, 64), (200, 136, 72)]
+    procs = [subprocess.Popen([sys.executable, "-m", "xgemm", "tune", "--shapes",
+                               "x".join(map(str, shape)), "--variants", "tiled,coalesced"],
+                              env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                              text=True) for shape in shapes]
+    outputs = [p.communicate(timeout=600)[0] for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outputs
+    entries = json.loads(path.read_text())["entries"]
+    gpu = tuning.gpu_name(0)
+    for shape in shapes:
+        assert tuning.TuneCache.key(gpu, "float32", *shape, exact=True) in entries, outputs
 
 
 @pytest.mark.gpu

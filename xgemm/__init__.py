@@ -19,6 +19,7 @@ from .compile import CompileError, PtxasReport, compile_offline
 from .memory import reverse, stencil3x3, sum, transpose  # noqa: A004
 from .registry import ACTIVATIONS, DTYPES, Spec, Variant, families, get_variant, variants
 from .tuning import SweepResults, sweep, tune
+from .version import __version__
 
 __all__ = [
     "ACTIVATIONS",
@@ -45,5 +46,5 @@ __all__ = [
     "transpose",
     "tune",
     "variants",
+    "__version__",
 ]
-__version__ = "0.1.0"

@@ -58,7 +58,7 @@ def _meta(x: Any, name: str) -> _Meta | None:
 
     Raises TypeError for host arrays and for objects that are no GPU array at all.
     """
-    if isinstance(x, np.ndarray) or not _on_gpu(x) and (
+    if isinstance(x, np.ndarray) or not on_gpu(x) and (
         hasattr(x, "__array_interface__") or hasattr(x, "__dlpack_device__")
     ):
         raise TypeError(
@@ -80,10 +80,34 @@ def _meta(x: Any, name: str) -> _Meta | None:
     )
 
 
-def _on_gpu(x: Any) -> bool:
+def on_gpu(x: Any) -> bool:
+    """Whether ``x`` is an array in GPU memory (CUDA array interface, or DLPack on CUDA).
+
+    >>> on_gpu([1.0])
+    False
+    """
     if hasattr(x, "__dlpack_device__"):
         return int(x.__dlpack_device__()[0]) in (2, 13)  # kDLCUDA, kDLCUDAManaged
     return hasattr(x, "__cuda_array_interface__")
+
+
+def one_device(**arrays: Any) -> int:
+    """The GPU that every one of ``arrays`` lies on (CuPy arrays, by name; None for one not
+    given); ValueError naming each one's GPU when they differ, before anything runs.
+
+    >>> from types import SimpleNamespace as On
+    >>> one_device(a=On(device=On(id=1)), b=On(device=On(id=1)), bias=None)
+    1
+    """
+    devices = {name: x.device.id for name, x in arrays.items() if x is not None}
+    if len(set(devices.values())) > 1:
+        where = ", ".join(f"{name} on GPU {device}" for name, device in devices.items())
+        raise ValueError(
+            f"the arrays are on different GPUs ({where}); xgemm runs on the GPU its arrays "
+            "are on, so they must share one: copy one over (`with cupy.cuda.Device(n): "
+            "x = x.copy()`, or x.to('cuda:n') for a PyTorch tensor)"
+        )
+    return next(iter(devices.values()))
 
 
 def check_dtypes(a: np.dtype, b: np.dtype) -> str:
@@ -458,13 +482,13 @@ class Launch:
     def __call__(self):
         import cupy
 
-        if self.args:  # an empty output launches (and compiles) nothing
-            kernel = self.kernel()
-            with cupy.cuda.Device(self.device):
+        with cupy.cuda.Device(self.device):  # on that GPU's current stream
+            if self.args:  # an empty output launches (and compiles) nothing
+                kernel = self.kernel()
                 for grid, args in zip(self.grids, self.args, strict=True):
                     kernel(grid, self.block, args, shared_mem=self.shared_mem)
-        if self.staging is not None:
-            self.target[...] = self.staging
+            if self.staging is not None:
+                self.target[...] = self.staging
         return self.result
 
 
@@ -507,21 +531,38 @@ def prepare(a: Any, b: Any, variant: str = DEFAULT_VARIANT, out: cupy.ndarray | 
     if precision == "tf32" and dtype != "float32":
         raise ValueError(f"precision='tf32' lets float32 inputs run as TF32; a and b are {dtype}:"
                          " leave precision out")
-    device = a.device.id
-    if b.device.id != device:
-        raise ValueError(f"a is on GPU {device} and b on GPU {b.device.id}; move one of them")
+    target_name = "out" if c is None else "c"
     target = out if out is not None else c
-    c_dtype = _output_dtype(dtype, out_dtype, target, "out" if c is None else "c")
+    c_dtype = _output_dtype(dtype, out_dtype, target, target_name)
     if target is not None:
-        _check_target("out" if c is None else "c", target, shapes.out, c_dtype, device)
+        _check_target(target_name, target, shapes.out, c_dtype)
     if bias is not None:
-        bias = _check_bias(bias, shapes.n, c_dtype, device)
+        bias = _check_bias(bias, shapes.n, c_dtype)
+    device = one_device(a=a, b=b, **{target_name: target}, bias=bias)
 
     import cupy
 
+    # Everything from here on (copies, the result, workspaces) is made on the operands' GPU,
+    # whichever is current: a launch on one GPU with pointers into another's memory is an
+    # illegal address that breaks the process's CUDA context for good.
+    with cupy.cuda.Device(device):
+        return _lay_out(a, b, v, params, shapes, dtype, c_dtype, device, act, precision,
+                        alpha, beta, bias, target, c is not None and beta != 0.0)
+
+
+def _lay_out(a: cupy.ndarray, b: cupy.ndarray, v: Variant | None, params: dict[str, int],
+             shapes: Shapes, dtype: str, c_dtype: str, device: int, act: str,
+             precision: str | None, alpha: float, beta: float, bias: cupy.ndarray | None,
+             target: cupy.ndarray | None, read_c: bool) -> Launch:
+    """The rest of ``prepare``, on the current device (the operands'): the variant (auto's
+    choice), the operands' layouts and copies, the output, the kernel's arguments."""
+    import cupy
+
+    if bias is not None:
+        bias = cupy.ascontiguousarray(bias)  # a strided bias (rare, and small) is copied
     mat_a = _as_matrices(a, "row" if shapes.a_vector else None)
     mat_b = _as_matrices(b, "col" if shapes.b_vector else None)
-    if auto:
+    if v is None:  # auto
         from .tuning import choose, heuristic
 
         cc = _compute_capability(device)
@@ -550,7 +591,6 @@ def prepare(a: Any, b: Any, variant: str = DEFAULT_VARIANT, out: cupy.ndarray | 
         p = v.resolve(params, dtype)
         _check_arch(v, dtype, device)
 
-    read_c = c is not None and beta != 0.0
     copies: list[str] = []
     full_a, layout_a = _operand(mat_a, shapes, shapes.m, shapes.k, v.a_layouts, "a", v.name,
                                 copies)
@@ -688,8 +728,7 @@ def _output_dtype(dtype: str, out_dtype: str | None, target: Any, name: str) -> 
     return WIDE_OUTPUT if wide and have == WIDE_OUTPUT else dtype
 
 
-def _check_target(name: str, target: Any, shape: tuple[int, ...], dtype: str,
-                  device: int) -> None:
+def _check_target(name: str, target: Any, shape: tuple[int, ...], dtype: str) -> None:
     import cupy
 
     if not isinstance(target, cupy.ndarray):
@@ -699,12 +738,11 @@ def _check_target(name: str, target: Any, shape: tuple[int, ...], dtype: str,
     if target.dtype.name != dtype:
         raise TypeError(f"{name} has dtype {target.dtype.name}; a @ b has dtype {dtype}"
                         + (f" (or {WIDE_OUTPUT}: out_dtype)" if dtype in NARROW else ""))
-    if target.device.id != device:
-        raise ValueError(f"{name} is on GPU {target.device.id} and the operands on GPU {device}")
 
 
-def _check_bias(bias: Any, n: int, dtype: str, device: int) -> cupy.ndarray:
-    import cupy
+def _check_bias(bias: Any, n: int, dtype: str) -> cupy.ndarray:
+    """``bias`` as a CuPy array (a view, on whichever GPU it is), checked: shape (n,), and
+    the dtype of the product's output."""
 
     meta = _meta(bias, "bias")
     bias = _to_cupy(bias)
@@ -717,9 +755,7 @@ def _check_bias(bias: Any, n: int, dtype: str, device: int) -> cupy.ndarray:
     if meta.dtype.name != dtype:
         raise TypeError(f"bias has dtype {meta.dtype.name}; the product's dtype is {dtype}: "
                         f"convert with bias.astype({dtype!r})")
-    if bias.device.id != device:
-        raise ValueError(f"bias is on GPU {bias.device.id} and the operands on GPU {device}")
-    return cupy.ascontiguousarray(bias)  # a strided bias (rare, and small) is copied
+    return bias
 
 
 # -- the public calls ------------------------------------------------------------------
@@ -760,6 +796,10 @@ def matmul(a: Any, b: Any, variant: str = DEFAULT_VARIANT, out: cupy.ndarray | N
     a kernel specialised for its layout. Only operands with no unit stride there (a step
     slice, negative strides), or whose batch dimensions no single stride can walk, are
     copied once; ``prepare(...).copies`` names them.
+
+    Devices: the product runs on the GPU the arrays are on, whichever is current, on
+    that GPU's current CuPy stream; the result (and any copy) is made there. Arrays on
+    two GPUs are refused with a ValueError naming each one's GPU.
 
     Every check happens before anything is compiled or launched: unknown variants and
     parameters and broken constraints raise ValueError, host arrays, wrong or mixed

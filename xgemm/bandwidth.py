@@ -124,19 +124,22 @@ def measure(family: str, name: str, params: dict[str, int], x, weights,
             **timing: Any) -> Row:
     """One variant at ``params`` on ``x``: checked against ``reference`` (from
     ``_reference``), then timed."""
+    import cupy
+
     dtype = x.dtype.name
     row = Row(family, name, dict(params), x.shape, dtype)
     try:
         args = (x, weights) if family == "stencil" else (x,)
         run = PLANS[family](*args, variant=name, **params)
         row.params = dict(run.steps[0].params) if run.steps else row.params
-        err = _error(run(), *reference)
-        row.extra["error"] = err
-        if not err < CHECK_TOLERANCE[dtype]:
-            against = "the float64 sum" if family == "sum" else "CuPy"
-            row.status, row.error = "wrong result", f"error {err:.3g} against {against}"
-            return row
-        row.ms = statistics.median(time_launches(run, **timing))
+        with cupy.cuda.Device(x.device.id):  # the run's GPU, and so the events'
+            err = _error(run(), *reference)
+            row.extra["error"] = err
+            if not err < CHECK_TOLERANCE[dtype]:
+                against = "the float64 sum" if family == "sum" else "CuPy"
+                row.status, row.error = "wrong result", f"error {err:.3g} against {against}"
+                return row
+            row.ms = statistics.median(time_launches(run, **timing))
     except Exception as exc:  # noqa: BLE001  (a failure is a row, not the end)
         first = (str(exc).strip().splitlines() or [""])[0]
         row.status, row.error = "error", f"{type(exc).__name__}: {first}"

@@ -166,19 +166,22 @@ def machine_info(measure: bool = True) -> dict[str, Any]:
 
 # -- timing ----------------------------------------------------------------------------
 @functools.cache
-def _l2_scrub():
-    """A buffer twice the L2's size: writing it evicts whatever the last launch left."""
+def _l2_scrub(device: int):
+    """A buffer twice the L2's size on GPU ``device``: writing it evicts whatever the last
+    launch left."""
     import cupy
 
-    l2 = cupy.cuda.Device().attributes.get("L2CacheSize", 50 * 2**20)
-    return cupy.empty(2 * l2 // 4, cupy.float32)
+    with cupy.cuda.Device(device):
+        l2 = cupy.cuda.Device().attributes.get("L2CacheSize", 50 * 2**20)
+        return cupy.empty(2 * l2 // 4, cupy.float32)
 
 
 def time_launches(launch: Callable[[], object], warmup: int = 3, repeat: int = 30,
                   max_seconds: float = 3.0, flush_l2: bool = False) -> list[float]:
     """Milliseconds of each of ``repeat`` calls of ``launch``, each between its own pair of
     CUDA events, after ``warmup`` untimed calls; stops after ``max_seconds`` once it has
-    five. With ``flush_l2`` the L2 is scrubbed (untimed) before each timed call."""
+    five. With ``flush_l2`` the L2 is scrubbed (untimed) before each timed call. The events
+    go on the current device's current stream: ``launch`` must run there."""
     import cupy
 
     for _ in range(warmup):
@@ -188,7 +191,7 @@ def time_launches(launch: Callable[[], object], warmup: int = 3, repeat: int = 3
     deadline = time.perf_counter() + max_seconds
     for _ in range(repeat):
         if flush_l2:
-            _l2_scrub().fill(0)
+            _l2_scrub(cupy.cuda.Device().id).fill(0)
         start.record()
         launch()
         stop.record()
@@ -236,6 +239,11 @@ class Problem:
             wide = cupy.matmul(self.a.astype(cupy.float32), self.b.astype(cupy.float32))
             self.expected = wide.astype(self.c.dtype)
 
+    @property
+    def device(self) -> int:
+        """The GPU the inputs lie on: cuBLAS and every variant run and are timed there."""
+        return self.a.device.id
+
     def b_for(self, layouts: tuple[str, ...]) -> tuple[Any, str]:
         """B as a variant that reads only ``layouts`` can take it, and the problem's layout
         as that variant sees it: the same values, stored the other way (a copy made
@@ -272,12 +280,14 @@ def bench_cublas(problem: Problem, **timing: Any) -> Result:
 
     p = problem
     result = _record(p, "cublas", {})
-    try:
-        cupy.matmul(p.a, p.b, out=p.c)
-    except TypeError as exc:  # e.g. batched bfloat16, which CuPy does not multiply
-        result.status, result.error = "error", f"cupy.matmul: {exc}"
-        return result
-    times = time_launches(lambda: cupy.matmul(p.a, p.b, out=p.c), flush_l2=p.flush_l2, **timing)
+    with cupy.cuda.Device(p.device):
+        try:
+            cupy.matmul(p.a, p.b, out=p.c)
+        except TypeError as exc:  # e.g. batched bfloat16, which CuPy does not multiply
+            result.status, result.error = "error", f"cupy.matmul: {exc}"
+            return result
+        times = time_launches(lambda: cupy.matmul(p.a, p.b, out=p.c), flush_l2=p.flush_l2,
+                              **timing)
     _fill(result, times, None)
     result.vs_cublas = 1.0
     return result
@@ -338,16 +348,17 @@ def measure(problem: Problem, launch: Launch, result: Result, cublas_ms: float |
 
     p = problem
     try:
-        p.c.fill(cupy.nan)
-        launch()
-        result.error_vs_cublas = _relative(p.c, p.expected)
-        # a TF32 rung, or any row of a TF32 run (its cuBLAS reference is TF32 itself)
-        tf32 = launch.variant.precision == "tf32" or p.precision == "tf32"
-        if not result.error_vs_cublas < CHECK_TOLERANCE["tf32" if tf32 else p.dtype]:
-            result.status = "wrong result"
-            result.error = f"error {result.error_vs_cublas:.3g} against cuBLAS"
-            return result
-        times = time_launches(launch, flush_l2=p.flush_l2, **timing)
+        with cupy.cuda.Device(p.device):  # the launch runs there: so do the events
+            p.c.fill(cupy.nan)
+            launch()
+            result.error_vs_cublas = _relative(p.c, p.expected)
+            # a TF32 rung, or any row of a TF32 run (its cuBLAS reference is TF32 itself)
+            tf32 = launch.variant.precision == "tf32" or p.precision == "tf32"
+            if not result.error_vs_cublas < CHECK_TOLERANCE["tf32" if tf32 else p.dtype]:
+                result.status = "wrong result"
+                result.error = f"error {result.error_vs_cublas:.3g} against cuBLAS"
+                return result
+            times = time_launches(launch, flush_l2=p.flush_l2, **timing)
     except Exception as exc:  # a launch failure must not end a run
         message = str(exc).strip().splitlines()
         result.status = "error"

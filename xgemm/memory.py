@@ -9,6 +9,7 @@ device's limits), all before anything is compiled or launched.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -16,7 +17,15 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .api import _meta, _multiprocessors, _to_cupy, check_device_limits, layout_of
+from .api import (
+    _meta,
+    _multiprocessors,
+    _to_cupy,
+    check_device_limits,
+    layout_of,
+    on_gpu,
+    one_device,
+)
 from .compile import get_kernel
 from .registry import DTYPES, Spec, Variant, get_variant
 
@@ -67,24 +76,37 @@ class Run:
     def __call__(self):
         import cupy
 
-        with cupy.cuda.Device(self.device):
+        with cupy.cuda.Device(self.device):  # on that GPU's current stream
             for array in self.zero:
                 array.fill(0)
             for s in self.steps:
                 kernel = get_kernel(s.variant.name, s.params, s.spec, self.device,
                                     s.variant.family)
                 kernel(s.grid, s.block, s.args, shared_mem=s.shared_mem)
-        return self.finish() if self.finish is not None else self.result
+            return self.finish() if self.finish is not None else self.result
 
 
 # -- checks --------------------------------------------------------------------------------
-def _input(x: Any, family: str) -> cupy.ndarray:
-    _meta(x, "x")  # host arrays and non-arrays: TypeError naming the fix
-    x = _to_cupy(x)
-    if x.dtype.name not in DTYPES:
-        raise TypeError(f"x has dtype {x.dtype.name}; xgemm.{family} takes "
-                        f"{', '.join(DTYPES)}")
-    return x
+def _planner(family: str):
+    """A family's planner takes ``x`` checked and as a CuPy array, and runs on x's GPU:
+    whatever it allocates (the result, copies, partial sums) lies beside x."""
+
+    def wrap(plan: Callable[..., Run]) -> Callable[..., Run]:
+        @functools.wraps(plan)
+        def on_x_device(x: Any, *args: Any, **kwargs: Any) -> Run:
+            import cupy
+
+            _meta(x, "x")  # host arrays and non-arrays: TypeError naming the fix
+            x = _to_cupy(x)
+            if x.dtype.name not in DTYPES:
+                raise TypeError(f"x has dtype {x.dtype.name}; xgemm.{family} takes "
+                                f"{', '.join(DTYPES)}")
+            with cupy.cuda.Device(x.device.id):
+                return plan(x, *args, **kwargs)
+
+        return on_x_device
+
+    return wrap
 
 
 def _resolve(family: str, variant: str | None, params: dict, dtype: str, device: int
@@ -117,11 +139,11 @@ def _grid(v: Variant, p: dict[str, int], m: int, n: int, device: int):
 
 
 # -- transpose -------------------------------------------------------------------------------
+@_planner("transpose")
 def plan_transpose(x: Any, variant: str | None = None, **params: int) -> Run:
     """Check and lay out ``transpose(x)`` without running it (see :func:`transpose`)."""
     import cupy
 
-    x = _input(x, "transpose")
     copies: list[str] = []
     x, ld = _rows(x, "x", copies)
     device, dtype = x.device.id, x.dtype.name
@@ -157,11 +179,11 @@ def transpose(x: Any, variant: str | None = None, **params: int) -> cupy.ndarray
 
 
 # -- reverse -----------------------------------------------------------------------------------
+@_planner("reverse")
 def plan_reverse(x: Any, variant: str | None = None, **params: int) -> Run:
     """Check and lay out ``reverse(x)`` without running it (see :func:`reverse`)."""
     import cupy
 
-    x = _input(x, "reverse")
     if x.ndim != 1:
         raise ValueError(f"x must be 1-D, got shape {x.shape}: reverse x.ravel(), or one axis "
                          "with cupy.flip")
@@ -226,12 +248,12 @@ def sum_error_bound(n: int, variant: str = "two_pass", dtype: str = "float32",
     return bound + {"float16": 2.0**-11, "bfloat16": 2.0**-8}.get(dtype, 0.0)
 
 
+@_planner("sum")
 def plan_sum(x: Any, axis: int | None = None, variant: str | None = None,
              **params: int) -> Run:
     """Check and lay out ``sum(x, axis)`` without running it (see :func:`sum`)."""
     import cupy
 
-    x = _input(x, "sum")
     if axis is not None and axis not in (-1, x.ndim - 1):
         raise ValueError(f"axis must be None or the last axis ({x.ndim - 1} or -1), got {axis}:"
                          " move the axis last (cupy.moveaxis), or use cupy.sum")
@@ -291,17 +313,18 @@ def sum(x: Any, axis: int | None = None, variant: str | None = None,  # noqa: A0
 
 
 # -- stencil -----------------------------------------------------------------------------------
+@_planner("stencil")
 def plan_stencil3x3(x: Any, weights: Any, variant: str | None = None, **params: int) -> Run:
     """Check and lay out ``stencil3x3(x, weights)`` without running it."""
     import cupy
 
-    x = _input(x, "stencil")
+    if on_gpu(weights):
+        w = _to_cupy(weights)
+        one_device(x=x, weights=w)
+    else:  # 9 values: a host array or a list is uploaded to x's GPU
+        w = cupy.asarray(weights)
     copies: list[str] = []
     x, ld = _rows(x, "x", copies)
-    if isinstance(weights, cupy.ndarray) and weights.device.id != x.device.id:
-        raise ValueError(f"weights is on GPU {weights.device.id} and x on GPU {x.device.id}")
-    with cupy.cuda.Device(x.device.id):  # 9 values: a host array or list is uploaded here
-        w = cupy.asarray(weights)
     if w.shape != (3, 3):
         raise ValueError(f"weights has shape {w.shape}; a 3 x 3 stencil needs (3, 3)")
     if w.dtype != x.dtype:

@@ -22,6 +22,7 @@ import itertools
 import json
 import os
 import random
+import tempfile
 import threading
 import time
 import warnings
@@ -30,12 +31,19 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+import filelock
+
 from . import registry
 from .registry import cdiv, get_variant
+from .version import __version__
 
 #: Environment variable naming the tuning file, instead of the user's cache directory.
 CACHE_ENV = "XGEMM_TUNE_CACHE"
-CACHE_VERSION = 1
+#: The tuning file's format; a file of another format, or written by another version of
+#: xgemm, is ignored with a warning (and replaced by the next tune).
+CACHE_VERSION = 2
+#: Seconds a tune waits for another process's write of the tuning file before giving up.
+LOCK_TIMEOUT_S = 60
 
 
 def cache_path() -> Path:
@@ -116,34 +124,57 @@ def heuristic(m: int, n: int, k: int, dtype: str = "float32", cc: int = 90,
 
 
 class TuneCache:
-    """The tuning file: ``{"version": 1, "entries": {"GPU|dtype|bucket": {...}}}``.
+    """The tuning file: ``{"version": 2, "xgemm": "0.1.0", "entries": {"GPU|dtype|bucket":
+    {...}}}``.
 
-    A file that cannot be read, or an entry that no longer fits the registry (a variant
-    renamed, a constraint tightened), is ignored with a warning: never a crash, never a
-    wrong kernel.
+    A file that cannot be read, or that another version of xgemm (or of the format) wrote,
+    or an entry that no longer fits the registry (a variant renamed, a constraint
+    tightened), is ignored with a warning: never a crash, never a wrong kernel.
+
+    Several processes may share the file (two ``xgemm tune`` runs, a tune and a program
+    calling ``matmul``): a store merges its entries into what is on disk at that moment,
+    under a lock file beside it (``filelock``), and replaces the file atomically through a
+    temporary file of its own, so a reader sees the old file or the new one, never a part,
+    and no process drops another's entries.
     """
 
     def __init__(self, path: Path) -> None:
         self.path = path
         self.entries: dict[str, dict[str, Any]] = {}
         self._lock = threading.Lock()
-        self._load()
+        self.entries = self._read(warn=True)
 
     @staticmethod
     def key(gpu: str, dtype: str, m: int, n: int, k: int, exact: bool = False) -> str:
         """The entry for a shape's bucket, or (``exact``) for the shape itself."""
         return f"{gpu}|{dtype}|" + (f"={m}x{n}x{k}" if exact else shape_bucket(m, n, k))
 
-    def _load(self) -> None:
-        if not self.path.exists():
-            return
+    def _read(self, warn: bool) -> dict[str, dict[str, Any]]:
+        """The entries on disk now: none if there is no file, or (with a warning if
+        ``warn``) if it cannot be read or another version wrote it."""
         try:
-            data = json.loads(self.path.read_text())
-            if data.get("version") != CACHE_VERSION or not isinstance(data.get("entries"), dict):
-                raise ValueError(f"version {data.get('version')!r}, expected {CACHE_VERSION}")
-            self.entries = data["entries"]
-        except (OSError, ValueError, AttributeError) as exc:
-            warnings.warn(f"ignoring the xgemm tuning file {self.path}: {exc}", stacklevel=3)
+            text = self.path.read_text()
+        except FileNotFoundError:
+            return {}
+        except OSError as exc:
+            problem = str(exc)
+        else:
+            try:
+                data = json.loads(text)
+                if not isinstance(data, dict) or not isinstance(data.get("entries"), dict):
+                    raise ValueError("no entries")
+                if (data.get("version"), data.get("xgemm")) != (CACHE_VERSION, __version__):
+                    raise ValueError(
+                        f"written by xgemm {data.get('xgemm', 'before 0.1.0')} (format "
+                        f"{data.get('version')!r}); this is xgemm {__version__} (format "
+                        f"{CACHE_VERSION}): tune again, and the file is rewritten")
+                return data["entries"]
+            except ValueError as exc:
+                problem = str(exc)
+        if warn:
+            warnings.warn(f"ignoring the xgemm tuning file {self.path}: {problem}",
+                          stacklevel=4)
+        return {}
 
     def lookup(self, gpu: str, dtype: str, m: int, n: int, k: int
                ) -> tuple[str, dict[str, int]] | None:
@@ -166,22 +197,40 @@ class TuneCache:
 
     def store(self, gpu: str, dtype: str, m: int, n: int, k: int, variant: str,
               params: Mapping[str, int], ms: float) -> None:
-        """Remember the winner for this shape and (the latest tuned in it wins) its bucket."""
+        """Remember the winner for this shape and (the latest tuned in it wins) its bucket,
+        merged into the file as it is on disk now."""
         entry = {"variant": variant, "params": dict(params), "ms": ms, "shape": [m, n, k],
                  "tuned_at": time.strftime("%Y-%m-%dT%H:%M:%S")}
-        with self._lock:
-            for exact in (True, False):
-                self.entries[self.key(gpu, dtype, m, n, k, exact)] = entry
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = self.path.with_suffix(".tmp")
-            tmp.write_text(json.dumps({"version": CACHE_VERSION, "entries": self.entries},
-                                      indent=1))
-            tmp.replace(self.path)
+        ours = {self.key(gpu, dtype, m, n, k, exact): entry for exact in (True, False)}
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with self._lock, self._file_lock():
+            entries = {**self._read(warn=False), **ours}  # another's entries stay
+            self._write({"version": CACHE_VERSION, "xgemm": __version__, "entries": entries})
+            self.entries = entries
 
     def clear(self) -> None:
-        with self._lock:
+        with self._lock, self._file_lock():
             self.entries = {}
             self.path.unlink(missing_ok=True)
+
+    def _file_lock(self) -> filelock.FileLock:
+        """The lock every writer of the file takes (a ``.lock`` file beside it)."""
+        return filelock.FileLock(f"{self.path}.lock", timeout=LOCK_TIMEOUT_S)
+
+    def _write(self, data: dict[str, Any]) -> None:
+        """Write through a temporary file of this process's own, then replace the file in
+        one step (``os.replace``)."""
+        fd, tmp = tempfile.mkstemp(prefix=f".{self.path.name}.", suffix=".tmp",
+                                   dir=self.path.parent)
+        try:
+            with os.fdopen(fd, "w") as f:
+                json.dump(data, f, indent=1)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, self.path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
 
 
 _caches: dict[Path, TuneCache] = {}
