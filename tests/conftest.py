@@ -42,8 +42,30 @@ def pytest_report_header(config):
 
 @pytest.fixture(autouse=True)
 def private_tuning_file(tmp_path, monkeypatch):
-    """No test reads or writes the user's tuning file."""
-    monkeypatch.setenv("XGEMM_TUNE_CACHE", str(tmp_path / "tuned.json"))
+    """No test reads or writes the user's tuning file; what a test tuned (and the plans
+    ``auto`` made from it) does not outlive it."""
+    path = tmp_path / "tuned.json"
+    monkeypatch.setenv("XGEMM_TUNE_CACHE", str(path))
+    yield
+    if path.exists():
+        forget_plans()
+
+
+def forget_plans() -> None:
+    """Drop every plan and every cached choice of ``auto``."""
+    from xgemm import choice, plan
+
+    plan.PLANS.clear()
+    choice.forget()
+
+
+@pytest.fixture
+def fresh_plans():
+    """For a test that changes what the GPU answers (monkeypatched): it plans afresh, and
+    its plans do not outlive it."""
+    forget_plans()
+    yield
+    forget_plans()
 
 
 #: Relative Frobenius error allowed per dtype, against float64 of the (rounded) inputs.
@@ -156,9 +178,11 @@ def tma_copies(name, a, b) -> tuple[str, ...]:
     """The operands a TMA rung must copy (with padded rows): those whose rows are not
     16-byte aligned. Every other rung reads every operand here in place."""
     import xgemm
-    from xgemm.api import _tma_ready, layout_of
+    from xgemm.checks import layout_of
+    from xgemm.launch import tma_ready
 
     if not xgemm.get_variant(name).tma or a.shape[-1] == 0:
         return ()
     return tuple(label for label, x in (("a", a), ("b", b))
-                 if not _tma_ready(x, layout_of(x.shape, x.strides, x.itemsize)))
+                 if not tma_ready(x.data.ptr, layout_of(x.shape, x.strides, x.itemsize),
+                                  x.itemsize))

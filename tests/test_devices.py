@@ -14,7 +14,7 @@ from conftest import TOLERANCE, cupy_dtype, f64, frobenius_error, home_dtype, to
 
 import xgemm
 from xgemm import bench, memory
-from xgemm.api import one_device
+from xgemm.checks import one_device
 
 multigpu = pytest.mark.multigpu
 #: (where the operands are, the current device): GPU 1 while 0 is current, and the reverse.
@@ -145,7 +145,7 @@ def test_memory_families_run_where_x_is(where, current, family):
     for name in xgemm.variants(family):
         with cupy.cuda.Device(current):
             args = (x, weights) if family == "stencil" else (x,)
-            run = memory.PLANS[family](*args, variant=name)
+            run = memory.PLANNERS[family](*args, variant=name)
             got = run()
             assert cupy.cuda.Device().id == current
         assert run.device == where and got.device.id == where, name
@@ -197,7 +197,7 @@ def test_arrays_on_two_gpus_are_refused_before_anything_runs(monkeypatch):
     def refuse(*args, **kwargs):
         raise AssertionError("compiled or launched before the devices were checked")
 
-    monkeypatch.setattr("xgemm.api.get_kernel", refuse)
+    monkeypatch.setattr("xgemm.plan.get_kernel", refuse)
     monkeypatch.setattr("xgemm.memory.get_kernel", refuse)
     a0, b0, b1 = on(0, (64, 32)), on(0, (32, 48)), on(1, (32, 48))
     out1, bias1, c1 = on(1, (64, 48)), on(1, (48,)), on(1, (64, 48))

@@ -294,23 +294,7 @@ def test_a_layout_the_variant_cannot_read_is_refused(rng):
         xgemm.matmul(rng.matrix(8, 8), rng.matrix(8, 8), variant="transposed_b")
 
 
-@pytest.fixture
-def flags_seen(monkeypatch):
-    """The flags of every kernel matmul fetches from here on, one dict per call."""
-    import xgemm.api
-
-    seen = []
-    real = xgemm.api.get_kernel
-
-    def spy(name, params, spec, device):
-        seen.append(dict(spec.flags))
-        return real(name, params, spec, device)
-
-    monkeypatch.setattr(xgemm.api, "get_kernel", spy)
-    return seen
-
-
-def test_vectorized_picks_the_aligned_specialisation(rng, flags_seen):
+def test_vectorized_picks_the_aligned_specialisation(rng):
     wide = rng.matrix(64, 70)
     cases = [(rng.matrix(64, 64), rng.matrix(64, 32), True),
              (rng.matrix(64, 63), rng.matrix(63, 32), False),   # K % 4 != 0
@@ -323,12 +307,12 @@ def test_vectorized_picks_the_aligned_specialisation(rng, flags_seen):
     for a, b, aligned in cases:
         if a.shape[1] != b.shape[0]:
             a = rng.matrix(a.shape[0], b.shape[0], "F" if a.flags.f_contiguous else "C")
-        c = xgemm.matmul(a, b, variant="vectorized")
-        assert flags_seen[-1]["aligned"] is aligned
-        assert relative_error(c, a, b) < TOLERANCE
+        launch = xgemm.prepare(a, b, variant="vectorized")
+        assert dict(launch.spec.flags)["aligned"] is aligned
+        assert relative_error(launch(), a, b) < TOLERANCE
 
 
-def test_mma_picks_the_16_byte_specialisation(rng, flags_seen):
+def test_mma_picks_the_16_byte_specialisation(rng):
     def mat(rows, cols, order="C"):
         return rng.matrix(rows, cols, order, "float16")
 
@@ -340,19 +324,19 @@ def test_mma_picks_the_16_byte_specialisation(rng, flags_seen):
              (mat(64, 64, "F"), mat(64, 32, "F"), True),
              (mat(60, 64, "F"), mat(64, 32), False)]        # M % 8 != 0, A col-major
     for a, b, aligned in cases:
-        c = xgemm.matmul(a, b, variant="mma")
-        assert flags_seen[-1]["aligned16"] is aligned
-        assert relative_error(c, a, b) < BY_DTYPE["float16"]
+        launch = xgemm.prepare(a, b, variant="mma")
+        assert dict(launch.spec.flags)["aligned16"] is aligned
+        assert relative_error(launch(), a, b) < BY_DTYPE["float16"]
 
 
 @pytest.mark.parametrize("cc, name, needs", [
     (75, "mma", "8.0 or newer"),
     (80, "wgmma", r"9.0 exactly \(it is built for sm_90a\)"),
     (100, "wgmma", r"9.0 exactly \(it is built for sm_90a\)")])
-def test_a_variant_the_gpu_cannot_run_is_refused(rng, monkeypatch, cc, name, needs):
-    import xgemm.api
+def test_a_variant_the_gpu_cannot_run_is_refused(rng, monkeypatch, fresh_plans, cc, name, needs):
+    import xgemm.gpu
 
-    monkeypatch.setattr(xgemm.api, "_compute_capability", lambda device: cc)
+    monkeypatch.setattr(xgemm.gpu, "compute_capability", lambda device: cc)
     a = rng.matrix(512, 512, dtype="float16")
     with pytest.raises(ValueError, match=rf"'{name}' needs compute capability {needs};"
                                          rf" GPU \d+ has {cc / 10}: use one of .*vectorized"):
@@ -383,9 +367,9 @@ def test_wgmma_pads_only_rows_tma_cannot_read(rng):
 def test_auto_reads_16_bit_operands_in_place(rng):
     """auto takes wgmma on Hopper where TMA can read both operands, and mma (which reads
     any layout in place) where it cannot: auto never copies an operand it can read."""
-    import xgemm.api
+    import xgemm.gpu
 
-    if xgemm.api._compute_capability(0) < 90:
+    if xgemm.gpu.compute_capability(0) < 90:
         pytest.skip("wgmma needs an sm_90 GPU")
     aligned = xgemm.prepare(rng.matrix(512, 512, dtype="float16"),
                             rng.matrix(512, 512, dtype="float16"))
@@ -414,7 +398,7 @@ def test_wgmma_batches_and_broadcasts(rng, shapes, copies, params):
     launch = xgemm.prepare(a, b, variant="wgmma", **params)
     assert launch.copies == copies
     if b.ndim == 2:  # a broadcast b stays one matrix (batch stride 0), padded or not
-        assert int(launch.args[0][10]) == 0
+        assert launch.layouts[1].batch_stride == 0
     c = launch()
     ref = cupy.matmul(a.astype(cupy.float64), b.astype(cupy.float64))
     assert c.shape == ref.shape
@@ -426,7 +410,7 @@ def test_tf32_only_when_asked(rng):
     column-major b, auto takes wgmma_tf32 on sm_90 and mma_tf32 on other GPUs from sm_80
     (and on sm_90 where TMA cannot read the rows), whose error shows the rounding (above
     exact float32's, within TF32's tolerance). Elsewhere: exact rungs."""
-    import xgemm.api
+    import xgemm.gpu
 
     a, w = rng.matrix(512, 384), rng.matrix(256, 384)  # a @ w.T: K-major both
     exact = xgemm.prepare(a, w.T)
@@ -436,7 +420,7 @@ def test_tf32_only_when_asked(rng):
     fallback = xgemm.prepare(a, b, precision="tf32")
     assert fallback.variant.precision is None and fallback.copies == ()
     assert relative_error(fallback(), a, b) < TOLERANCE
-    cc = xgemm.api._compute_capability(0)
+    cc = xgemm.gpu.compute_capability(0)
     if cc < 80:
         pytest.skip("the TF32 rungs need an sm_80 GPU or newer")
     tf32 = xgemm.prepare(a, w.T, precision="tf32")
@@ -486,7 +470,7 @@ def test_float32_output_of_a_batch_over_one_launch(rng):
 
     a, b = rng.array((70_000, 2, 3), "float16"), rng.array((3, 2), "float16")
     launch = xgemm.prepare(a, b, variant="tiled", out_dtype="float32")
-    assert len(launch.args) == 2
+    assert len(launch.grids) == 2
     c = launch()
     assert c.dtype == cupy.float32
     assert frobenius_error(c, f64(a) @ f64(b)) < 1e-5
@@ -548,8 +532,9 @@ def test_pytorch_tensors_through_dlpack():
     a = torch.randn(300, 200, device="cuda")
     b = torch.randn(200, 100, device="cuda")
     c = xgemm.matmul(a, b)
+    assert isinstance(c, torch.Tensor)  # PyTorch in, PyTorch out
     expected = (a.double() @ b.double()).cpu().numpy()
-    got = c.get()
+    got = c.double().cpu().numpy()
     import numpy as np
 
     assert np.linalg.norm(got - expected) / np.linalg.norm(expected) < TOLERANCE

@@ -9,6 +9,7 @@ import pytest
 from conftest import DTYPES, TOLERANCE, frobenius_error
 
 import xgemm
+import xgemm.gpu
 from xgemm import memory
 
 gpu = pytest.mark.gpu
@@ -155,7 +156,7 @@ def _check_sum(x, got, name, params=None, axis=None):
     exact = wide.sum(axis=axis)
     scale = cupy.abs(wide).sum(axis=axis)
     bound = memory.sum_error_bound(x.size if axis is None else x.shape[-1], name,
-                                   x.dtype.name, sms=xgemm.api._multiprocessors(0),
+                                   x.dtype.name, sms=xgemm.gpu.multiprocessors(0),
                                    **(params or {}))
     error = cupy.abs(got.astype(cupy.float64) - exact)
     assert got.dtype == x.dtype and got.shape == exact.shape
@@ -199,7 +200,7 @@ def test_sum_passes_and_finishes(rng):
     first, second = float(run()), float(run())
     exact = float(positive.astype(cupy.float64).sum())
     bound = memory.sum_error_bound(positive.size, "atomic",
-                                   sms=xgemm.api._multiprocessors(0)) * exact
+                                   sms=xgemm.gpu.multiprocessors(0)) * exact
     assert abs(first - exact) <= bound and abs(second - exact) <= bound
     deterministic = memory.plan_sum(x, variant="two_pass")
     assert float(deterministic()) == float(deterministic())

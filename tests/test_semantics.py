@@ -70,7 +70,7 @@ def test_batches_run_in_one_launch(rng, name):
     launch = xgemm.prepare(a, b, variant=name)
     # one argument tuple: one kernel launch, its grid's z the batch (times split-K's splits)
     splits = launch.variant.splits_of(launch.params)
-    assert len(launch.args) == 1 and launch.grid[2] == 6 * splits
+    assert len(launch.grids) == 1 and launch.grid[2] == 6 * splits
     assert launch.copies == tma_copies(name, a, b)  # a TMA rung pads unaligned rows
     c = launch()
     assert frobenius_error(c, cupy.matmul(f64(a), f64(b))) < tolerance(name, dtype)
@@ -220,7 +220,7 @@ def test_epilogue_matches_the_unfused_composition(rng, name, dtype, activation):
     unfused = _activate(1.5 * (f64(a) @ f64(b)) + 0.5 * f64(c) + f64(bias), activation)
     launch = xgemm.prepare(a, b, name, c=c, alpha=1.5, beta=0.5, bias=bias,
                            activation=activation)
-    assert len(launch.args) == 1  # one kernel, epilogue included
+    assert len(launch.grids) == 1  # one kernel, epilogue included
     launch()
     assert frobenius_error(c, unfused) < tolerance(name, dtype), f"seed {rng.seed}"
     y = xgemm.matmul(a, b, variant=name, bias=bias, activation=activation)

@@ -10,7 +10,7 @@ import warnings
 import pytest
 
 import xgemm
-from xgemm import cli, tuning
+from xgemm import choice, cli, gpu, tunefile, tuning
 from xgemm.bench import CHECK_TOLERANCE
 
 
@@ -42,51 +42,51 @@ def test_constraints_filter_the_product():
     ((1, 1, 1), "1x1x1"), ((0, 3, 5), "0x4x8"), ((64, 4096, 64), "64x4096x64"),
 ])
 def test_shape_bucket(shape, bucket):
-    assert tuning.shape_bucket(*shape) == bucket
+    assert tunefile.shape_bucket(*shape) == bucket
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "bfloat16"])
 @pytest.mark.parametrize("shape", [(1, 1, 1), (64, 4096, 64), (4097, 31, 1025), (2048,) * 3,
                                    (8192,) * 3, (128, 128, 65536)])
 def test_heuristic_names_a_valid_point(shape, dtype):
-    name, params = tuning.heuristic(*shape, dtype)
+    name, params = choice.heuristic(*shape, dtype)
     assert xgemm.get_variant(name).resolve(params, dtype) == params
 
 
 def test_heuristic_keeps_the_gpu_busy():
     # 128 x 256 tiles for large outputs; 128 x 128 where those would leave SMs idle
-    assert tuning.heuristic(8192, 8192, 8192)[1]["BN"] == 256
-    assert tuning.heuristic(2048, 2048, 2048)[1]["BN"] == 128
-    assert tuning.heuristic(8192, 8192, 8192, "float16", 90)[1]["BN"] == 256
-    assert tuning.heuristic(1024, 1024, 1024, "float16", 90)[1]["BN"] == 128
+    assert choice.heuristic(8192, 8192, 8192)[1]["BN"] == 256
+    assert choice.heuristic(2048, 2048, 2048)[1]["BN"] == 128
+    assert choice.heuristic(8192, 8192, 8192, "float16", 90)[1]["BN"] == 256
+    assert choice.heuristic(1024, 1024, 1024, "float16", 90)[1]["BN"] == 128
 
 
 def test_cache_path_follows_the_environment(tmp_path, monkeypatch):
-    monkeypatch.setenv(tuning.CACHE_ENV, str(tmp_path / "x.json"))
-    assert tuning.cache_path() == tmp_path / "x.json"
-    monkeypatch.delenv(tuning.CACHE_ENV)
-    assert tuning.cache_path().name == "tuned.json" and "xgemm" in str(tuning.cache_path())
+    monkeypatch.setenv(tunefile.CACHE_ENV, str(tmp_path / "x.json"))
+    assert tunefile.cache_path() == tmp_path / "x.json"
+    monkeypatch.delenv(tunefile.CACHE_ENV)
+    assert tunefile.cache_path().name == "tuned.json" and "xgemm" in str(tunefile.cache_path())
 
 
 def test_round_trip(tmp_path):
     path = tmp_path / "t.json"
-    cache = tuning.TuneCache(path)
+    cache = tunefile.TuneCache(path)
     cache.store("GPU X", "float32", 4096, 4096, 4096, "coarse2d", {"BM": 64, "BN": 64, "BK": 8,
                                                                     "TM": 4, "TN": 4}, 1.5)
-    again = tuning.TuneCache(path)
+    again = tunefile.TuneCache(path)
     assert again.lookup("GPU X", "float32", 4000, 4096, 3000) == (
         "coarse2d", {"BM": 64, "BN": 64, "BK": 8, "TM": 4, "TN": 4})
     assert again.lookup("GPU Y", "float32", 4096, 4096, 4096) is None
     assert again.lookup("GPU X", "float32", 8192, 4096, 4096) is None
     data = json.loads(path.read_text())
-    assert data["version"] == tuning.CACHE_VERSION
+    assert data["version"] == tunefile.CACHE_VERSION
     assert data["entries"]["GPU X|float32|4096x4096x4096"]["ms"] == 1.5
     again.clear()
-    assert not path.exists() and tuning.TuneCache(path).entries == {}
+    assert not path.exists() and tunefile.TuneCache(path).entries == {}
 
 
 def test_a_tuned_shape_keeps_its_own_entry_beside_its_bucket(tmp_path):
-    cache = tuning.TuneCache(tmp_path / "t.json")
+    cache = tunefile.TuneCache(tmp_path / "t.json")
     cache.store("GPU", "float32", 4096, 4096, 4096, "tiled", {"tile": 16}, 1.0)
     cache.store("GPU", "float32", 4095, 4095, 4095, "tiled", {"tile": 32}, 1.0)  # same bucket
     assert cache.lookup("GPU", "float32", 4096, 4096, 4096) == ("tiled", {"tile": 16})
@@ -96,7 +96,7 @@ def test_a_tuned_shape_keeps_its_own_entry_beside_its_bucket(tmp_path):
 
 def _file(entries) -> str:
     """A tuning file as this xgemm writes it."""
-    return json.dumps({"version": tuning.CACHE_VERSION, "xgemm": xgemm.__version__,
+    return json.dumps({"version": tunefile.CACHE_VERSION, "xgemm": xgemm.__version__,
                        "entries": entries})
 
 
@@ -111,7 +111,7 @@ def test_corrupt_file_is_ignored_with_a_warning(tmp_path, text):
     path = tmp_path / "t.json"
     path.write_text(text)
     with pytest.warns(UserWarning, match="ignoring the xgemm tuning file"):
-        cache = tuning.TuneCache(path)
+        cache = tunefile.TuneCache(path)
     assert cache.lookup("GPU", "float32", 1, 1, 1) is None
 
 
@@ -119,10 +119,10 @@ def test_a_store_keeps_what_another_wrote_since(tmp_path):
     """Two caches on one file, each read before the other wrote (two processes): the
     second store merges with the disk, so the first one's entry stays."""
     path = tmp_path / "t.json"
-    first, second = tuning.TuneCache(path), tuning.TuneCache(path)
+    first, second = tunefile.TuneCache(path), tunefile.TuneCache(path)
     first.store("GPU", "float32", 64, 64, 64, "tiled", {"tile": 8}, 0.1)
     second.store("GPU", "float16", 64, 64, 64, "tiled", {"tile": 16}, 0.1)
-    again = tuning.TuneCache(path)
+    again = tunefile.TuneCache(path)
     assert again.lookup("GPU", "float32", 64, 64, 64) == ("tiled", {"tile": 8})
     assert again.lookup("GPU", "float16", 64, 64, 64) == ("tiled", {"tile": 16})
     assert second.lookup("GPU", "float32", 64, 64, 64) == ("tiled", {"tile": 8})
@@ -131,8 +131,8 @@ def test_a_store_keeps_what_another_wrote_since(tmp_path):
 STORE_MANY = """
 import sys
 from pathlib import Path
-from xgemm import tuning
-cache = tuning.TuneCache(Path(sys.argv[1]))
+from xgemm import tunefile
+cache = tunefile.TuneCache(Path(sys.argv[1]))
 for j in range(int(sys.argv[3])):
     cache.store(f"GPU {sys.argv[2]}", "float32", 2**j, 1, 1, "tiled", {"tile": 8}, 0.1)
 """
@@ -160,7 +160,7 @@ def test_processes_storing_at_once_lose_nothing(tmp_path):
 def test_stale_entry_is_ignored_with_a_warning(tmp_path, entry):
     path = tmp_path / "t.json"
     path.write_text(_file({"GPU|float32|64x64x64": entry}))
-    cache = tuning.TuneCache(path)
+    cache = tunefile.TuneCache(path)
     with pytest.warns(UserWarning, match="ignoring the stale tuning entry"):
         assert cache.lookup("GPU", "float32", 64, 64, 64) is None
     with warnings.catch_warnings():
@@ -168,31 +168,37 @@ def test_stale_entry_is_ignored_with_a_warning(tmp_path, entry):
         assert cache.lookup("GPU", "float32", 64, 64, 64) is None
 
 
-def test_choose_prefers_the_tuned_entry(monkeypatch):
-    import xgemm.api
+@pytest.fixture
+def gpu_x(monkeypatch, fresh_plans):
+    """GPU 0 is "GPU X" of 132 SMs, with the compute capability the test sets."""
+    monkeypatch.setattr(gpu, "gpu_name", lambda device: "GPU X")
+    monkeypatch.setattr(gpu, "multiprocessors", lambda device: 132)
 
-    monkeypatch.setattr(tuning, "gpu_name", lambda device: "GPU X")
-    monkeypatch.setattr(xgemm.api, "_compute_capability", lambda device: 75)
-    assert tuning.choose(64, 64, 64, "float32", 0) == tuning.heuristic(64, 64, 64)
+    def capability(cc):
+        monkeypatch.setattr(gpu, "compute_capability", lambda device: cc)
+
+    return capability
+
+
+def test_choose_prefers_the_tuned_entry(gpu_x):
+    gpu_x(75)
+    assert choice.choose(64, 64, 64, "float32", 0) == choice.heuristic(64, 64, 64)
     # no tensor-core rung below sm_80
-    assert tuning.choose(4096, 4096, 64, "float16", 0) == ("vectorized", {
+    assert choice.choose(4096, 4096, 64, "float16", 0) == ("vectorized", {
         **xgemm.get_variant("vectorized").defaults})
-    tuning.tune_cache().store("GPU X", "float32", 64, 64, 64, "tiled", {"tile": 8}, 0.1)
-    assert tuning.choose(60, 33, 64, "float32", 0) == ("tiled", {"tile": 8})
+    tunefile.tune_cache().store("GPU X", "float32", 64, 64, 64, "tiled", {"tile": 8}, 0.1)
+    assert choice.choose(60, 33, 64, "float32", 0) == ("tiled", {"tile": 8})
 
 
-def test_a_tuned_exact_entry_does_not_answer_for_tf32(monkeypatch):
-    import xgemm.api
-
-    monkeypatch.setattr(tuning, "gpu_name", lambda device: "GPU X")
-    monkeypatch.setattr(xgemm.api, "_compute_capability", lambda device: 90)
-    tuning.tune_cache().store("GPU X", "float32", 4096, 4096, 4096, "pipelined",
+def test_a_tuned_exact_entry_does_not_answer_for_tf32(gpu_x):
+    gpu_x(90)
+    tunefile.tune_cache().store("GPU X", "float32", 4096, 4096, 4096, "pipelined",
                               dict(xgemm.get_variant("pipelined").defaults), 3.0)
-    assert tuning.choose(4096, 4096, 4096, "float32", 0)[0] == "pipelined"
-    assert tuning.choose(4096, 4096, 4096, "float32", 0, "tf32")[0] == "wgmma_tf32"
-    tuning.tune_cache().store("GPU X", "float32", 4096, 4096, 4096, "wgmma_tf32",
+    assert choice.choose(4096, 4096, 4096, "float32", 0)[0] == "pipelined"
+    assert choice.choose(4096, 4096, 4096, "float32", 0, "tf32")[0] == "wgmma_tf32"
+    tunefile.tune_cache().store("GPU X", "float32", 4096, 4096, 4096, "wgmma_tf32",
                               {"BN": 128}, 1.0)
-    name, params = tuning.choose(4096, 4096, 4096, "float32", 0, "tf32")
+    name, params = choice.choose(4096, 4096, 4096, "float32", 0, "tf32")
     assert name == "wgmma_tf32" and params["BN"] == 128  # the tuned entry this time
 
 
@@ -202,10 +208,10 @@ def test_auto_takes_no_parameters():
 
 
 def test_cli_clear_and_no_gpu(tmp_path, monkeypatch, capsys):
-    tuning.tune_cache().store("GPU", "float32", 1, 1, 1, "tiled", {"tile": 8}, 0.1)
-    assert tuning.cache_path().exists()
+    tunefile.tune_cache().store("GPU", "float32", 1, 1, 1, "tiled", {"tile": 8}, 0.1)
+    assert tunefile.cache_path().exists()
     assert cli.main(["tune", "--clear"]) == 0
-    assert not tuning.cache_path().exists()
+    assert not tunefile.cache_path().exists()
     monkeypatch.setattr("xgemm.gpu.gpu_unavailable", lambda: "no CUDA device (test)")
     assert cli.main(["sweep", "tiled", "--shape", "64x64x64"]) == 2
     assert cli.main(["tune", "--shapes", "64x64x64"]) == 2
@@ -260,7 +266,7 @@ def test_random_sweep_respects_its_budget(tmp_path):
 def test_two_tunes_into_one_file(tmp_path):
     """Two ``xgemm tune`` processes at once, one tuning file: both shapes are in it."""
     path = tmp_path / "shared.json"
-    env = {**os.environ, tuning.CACHE_ENV: str(path)}
+    env = {**os.environ, tunefile.CACHE_ENV: str(path)}
     shapes = [(64, 64, 64), (200, 136, 72)]
     procs = [subprocess.Popen([sys.executable, "-m", "xgemm", "tune", "--shapes",
                                "x".join(map(str, shape)), "--variants", "tiled,coalesced"],
@@ -269,24 +275,24 @@ def test_two_tunes_into_one_file(tmp_path):
     outputs = [p.communicate(timeout=600)[0] for p in procs]
     assert [p.returncode for p in procs] == [0, 0], outputs
     entries = json.loads(path.read_text())["entries"]
-    gpu = tuning.gpu_name(0)
+    name = gpu.gpu_name(0)
     for shape in shapes:
-        assert tuning.TuneCache.key(gpu, "float32", *shape, exact=True) in entries, outputs
+        assert tunefile.TuneCache.key(name, "float32", *shape, exact=True) in entries, outputs
 
 
 @pytest.mark.gpu
 def test_tune_then_auto_follows_it(monkeypatch):
     from conftest import relative_error
 
-    import xgemm.api
+    import xgemm.plan
 
     results = xgemm.tune(96, 80, 48, variants=["tiled", "coalesced"])
     best = results.best
     assert best.variant in ("tiled", "coalesced") and best.ok
     assert all(r.ms >= best.ms for r in results if r.ok)
     seen = []
-    real = xgemm.api.get_kernel
-    monkeypatch.setattr(xgemm.api, "get_kernel",
+    real = xgemm.plan.get_kernel
+    monkeypatch.setattr(xgemm.plan, "get_kernel",
                         lambda name, params, *rest: seen.append((name, params))
                         or real(name, params, *rest))
     import cupy

@@ -39,7 +39,7 @@ def no_compile(monkeypatch):
     def refuse(*args, **kwargs):
         raise AssertionError("compiled before validating")
 
-    monkeypatch.setattr("xgemm.api.get_kernel", refuse)
+    monkeypatch.setattr("xgemm.plan.get_kernel", refuse)
 
 
 def f32(*shape):
@@ -80,7 +80,7 @@ INVALID = [((), (3,)), ((3,), ()), ((3,), (4,)), ((2, 3), (4, 5)), ((5,), (2, 4,
 
 @pytest.mark.parametrize("a_shape, b_shape", VALID)
 def test_shapes_like_numpy(a_shape, b_shape):
-    from xgemm.api import matmul_shapes
+    from xgemm.checks import matmul_shapes
 
     expected = np.matmul(np.ones(a_shape), np.ones(b_shape)).shape
     assert matmul_shapes(a_shape, b_shape).out == expected
@@ -132,7 +132,7 @@ def test_out_and_c_together():
 
 
 def test_layout_of():
-    from xgemm.api import Layout, layout_of
+    from xgemm.checks import Layout, layout_of
 
     f = 4
     assert layout_of((5, 3, 4), (48, 16, 4), f) == Layout(False, 4, 12)        # C-ordered batch
@@ -170,7 +170,7 @@ def test_unknown_precision_is_refused_first():
 
 
 def test_output_dtype_rules():
-    from xgemm.api import _output_dtype
+    from xgemm.checks import output_dtype as _output_dtype
 
     half = np.empty(1, np.float16)
     single = np.empty(1, np.float32)

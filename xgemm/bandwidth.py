@@ -10,8 +10,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from .bench import _relative, time_launches
-from .memory import PLANS
+from .bench import relative_error, time_launches
+from .memory import PLANNERS
 from .registry import get_variant, numpy_dtype, variants
 
 #: Each family's default cases: the issue's targets (8192^2 float32 for transpose,
@@ -97,7 +97,7 @@ def _error(got, expected, scale: float | None = None) -> float:
 
     got, expected = got.astype(cupy.float64).ravel(), expected.astype(cupy.float64).ravel()
     if scale is None:
-        return _relative(got, expected)
+        return relative_error(got, expected)
     diff = float(cupy.linalg.norm(got - expected))
     return diff / scale if scale else diff
 
@@ -130,7 +130,7 @@ def measure(family: str, name: str, params: dict[str, int], x, weights,
     row = Row(family, name, dict(params), x.shape, dtype)
     try:
         args = (x, weights) if family == "stencil" else (x,)
-        run = PLANS[family](*args, variant=name, **params)
+        run = PLANNERS[family](*args, variant=name, **params)
         row.params = dict(run.steps[0].params) if run.steps else row.params
         with cupy.cuda.Device(x.device.id):  # the run's GPU, and so the events'
             err = _error(run(), *reference)

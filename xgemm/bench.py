@@ -28,6 +28,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from .api import AUTO, Launch, prepare
+from .gpu import properties
 from .registry import get_variant, numpy_dtype
 
 #: Relative Frobenius error against cuBLAS above which a variant's result is called wrong,
@@ -260,7 +261,8 @@ class Problem:
         return self._b_other, self.layout[0] + ("T" if have == "row" else "N")
 
 
-def _relative(c, ref) -> float:
+def relative_error(c, ref) -> float:
+    """||c - ref|| / ||ref|| (Frobenius; the absolute error where ref is 0), on the GPU."""
     import cupy
 
     scale = float(cupy.linalg.norm(ref))
@@ -326,19 +328,12 @@ def compile_launch(launch: Launch, result: Result) -> bool:
         return False
     result.compile_s = time.perf_counter() - t0
     registers = kernel.attributes.get("num_regs", 0) * math.prod(launch.block)
-    if registers > _max_registers(launch.device):
+    limit = properties(launch.device).max_registers_per_block
+    if registers > limit:
         result.status = "invalid"
-        result.error = (f"{registers} registers per block, over the "
-                        f"{_max_registers(launch.device)} of this GPU")
+        result.error = f"{registers} registers per block, over the {limit} of this GPU"
         return False
     return True
-
-
-@functools.cache
-def _max_registers(device: int) -> int:
-    import cupy
-
-    return cupy.cuda.Device(device).attributes["MaxRegistersPerBlock"]
 
 
 def measure(problem: Problem, launch: Launch, result: Result, cublas_ms: float | None = None,
@@ -351,7 +346,7 @@ def measure(problem: Problem, launch: Launch, result: Result, cublas_ms: float |
         with cupy.cuda.Device(p.device):  # the launch runs there: so do the events
             p.c.fill(cupy.nan)
             launch()
-            result.error_vs_cublas = _relative(p.c, p.expected)
+            result.error_vs_cublas = relative_error(p.c, p.expected)
             # a TF32 rung, or any row of a TF32 run (its cuBLAS reference is TF32 itself)
             tf32 = launch.variant.precision == "tf32" or p.precision == "tf32"
             if not result.error_vs_cublas < CHECK_TOLERANCE["tf32" if tf32 else p.dtype]:

@@ -50,6 +50,11 @@ def _parser() -> argparse.ArgumentParser:
     bench.add_argument("--family", choices=["transpose", "reverse", "sum", "stencil"],
                        help="bench a memory-bound family instead: effective bandwidth "
                             "against a device copy of the same bytes and against CuPy")
+    bench.add_argument("--overhead", action="store_true",
+                       help="what a call costs besides its kernel: host microseconds per "
+                            "call (64^3, float32/float16/bfloat16, CuPy and PyTorch inputs, "
+                            "with and without out=) and queued time per call (1024^3, "
+                            "16x4096x4096), beside cupy.matmul and torch.matmul")
     bench.add_argument("--dtype", default="float32",
                        choices=["float32", "float64", "float16", "bfloat16"])
     bench.add_argument("--precision", choices=["tf32"],
@@ -163,7 +168,8 @@ def _sweep_family(args: argparse.Namespace) -> int:
 def _tune(args: argparse.Namespace) -> int:
     os.environ["CUPY_TF32"] = "0"
     from .registry import get_variant
-    from .tuning import SweepResults, cache_path, tune, tune_cache
+    from .tunefile import cache_path, tune_cache
+    from .tuning import SweepResults, tune
 
     for name in args.variants or []:
         get_variant(name)
@@ -247,7 +253,33 @@ def _bench_family(args: argparse.Namespace) -> int:
     return 0 if all(r.ok for r in rows) else 1
 
 
+def _bench_overhead(args: argparse.Namespace) -> int:
+    if args.family or args.sizes or args.shapes or args.variants or args.precision \
+            or args.csv or args.plot or args.roofline:
+        _usage_error("--overhead measures its own cases; it takes --json only")
+    if not _need_gpu("bench"):
+        return 2
+    from . import bench, overhead
+
+    machine = bench.machine_info(measure=False)
+    host = overhead.host_rows()
+    queued = overhead.queued_rows()
+    if args.json:
+        import json
+
+        with open(args.json, "w") as f:
+            json.dump({"machine": machine, "host_us": host, "queued_ms": queued}, f, indent=1)
+            f.write("\n")
+    print(f"host microseconds per call (plan cached), {machine['gpu']}:")
+    print(overhead.table(host))
+    print("\nqueued milliseconds per call (50 calls between two events):")
+    print(overhead.table(queued))
+    return 0
+
+
 def _bench(args: argparse.Namespace) -> int:
+    if args.overhead:
+        return _bench_overhead(args)
     if args.family:
         return _bench_family(args)
     # cuBLAS in exact float32, like the kernels, or in TF32 against the TF32 rungs

@@ -1,8 +1,10 @@
-"""Whether a CUDA GPU can be used here, and if not, why."""
+"""What the GPU is: whether one can be used here, and each device's properties, read
+once per device."""
 
 from __future__ import annotations
 
 import functools
+from dataclasses import dataclass
 
 
 @functools.cache
@@ -22,3 +24,55 @@ def gpu_unavailable() -> str | None:
     except Exception as exc:  # no driver or no device: CuPy raises its own runtime errors
         return f"no CUDA device ({type(exc).__name__}: {str(exc).strip()})"
     return None if count else "no CUDA device"
+
+
+@dataclass(frozen=True)
+class DeviceProperties:
+    """What xgemm needs to know of one GPU."""
+
+    name: str
+    compute_capability: int     # x 10: 90 for an H100
+    multiprocessors: int        # the size of a persistent grid
+    max_threads_per_block: int
+    max_static_smem: int        # bytes of static shared memory a block may declare
+    max_dynamic_smem: int       # bytes of dynamic shared memory a block may opt in to
+    max_registers_per_block: int
+    l2_bytes: int
+
+
+@functools.cache
+def properties(device: int) -> DeviceProperties:
+    """GPU ``device``'s properties, read from the driver on the first call for it.
+
+    >>> properties(0).compute_capability  # doctest: +SKIP
+    90
+    """
+    import cupy
+
+    dev = cupy.cuda.Device(device)
+    attrs = dev.attributes
+    return DeviceProperties(
+        name=cupy.cuda.runtime.getDeviceProperties(device)["name"].decode(),
+        compute_capability=int(dev.compute_capability),
+        multiprocessors=attrs["MultiProcessorCount"],
+        max_threads_per_block=attrs["MaxThreadsPerBlock"],
+        max_static_smem=attrs["MaxSharedMemoryPerBlock"],
+        max_dynamic_smem=attrs["MaxSharedMemoryPerBlockOptin"],
+        max_registers_per_block=attrs["MaxRegistersPerBlock"],
+        l2_bytes=attrs.get("L2CacheSize", 50 * 2**20),
+    )
+
+
+def compute_capability(device: int) -> int:
+    """GPU ``device``'s compute capability x 10 (90 for an H100)."""
+    return properties(device).compute_capability
+
+
+def multiprocessors(device: int) -> int:
+    """GPU ``device``'s SM count."""
+    return properties(device).multiprocessors
+
+
+def gpu_name(device: int) -> str:
+    """GPU ``device``'s name, as the tuning file keys it ("NVIDIA H100 80GB HBM3")."""
+    return properties(device).name

@@ -17,16 +17,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .api import (
-    _meta,
-    _multiprocessors,
-    _to_cupy,
-    check_device_limits,
-    layout_of,
-    on_gpu,
-    one_device,
-)
+from .checks import layout_of, meta, on_gpu, one_device
 from .compile import get_kernel
+from .gpu import multiprocessors
+from .launch import to_cupy
+from .plan import check_device_limits
 from .registry import DTYPES, Spec, Variant, get_variant
 
 if TYPE_CHECKING:
@@ -96,8 +91,8 @@ def _planner(family: str):
         def on_x_device(x: Any, *args: Any, **kwargs: Any) -> Run:
             import cupy
 
-            _meta(x, "x")  # host arrays and non-arrays: TypeError naming the fix
-            x = _to_cupy(x)
+            meta(x, "x")  # host arrays and non-arrays: TypeError naming the fix
+            x = to_cupy(x)
             if x.dtype.name not in DTYPES:
                 raise TypeError(f"x has dtype {x.dtype.name}; xgemm.{family} takes "
                                 f"{', '.join(DTYPES)}")
@@ -118,7 +113,7 @@ def _resolve(family: str, variant: str | None, params: dict, dtype: str, device:
 
 
 def _rows(x: cupy.ndarray, name: str, copies: list[str]) -> tuple[cupy.ndarray, int]:
-    """A 2-D ``x`` read row-major in place (``xgemm.api.layout_of``), and its leading
+    """A 2-D ``x`` read row-major in place (``xgemm.checks.layout_of``), and its leading
     dimension; one with no unit column stride is copied first, and named in ``copies``."""
     import cupy
 
@@ -135,7 +130,7 @@ def _rows(x: cupy.ndarray, name: str, copies: list[str]) -> tuple[cupy.ndarray, 
 
 
 def _grid(v: Variant, p: dict[str, int], m: int, n: int, device: int):
-    return v.launch(p, m, n, _multiprocessors(device))
+    return v.launch(p, m, n, multiprocessors(device))
 
 
 # -- transpose -------------------------------------------------------------------------------
@@ -319,7 +314,7 @@ def plan_stencil3x3(x: Any, weights: Any, variant: str | None = None, **params: 
     import cupy
 
     if on_gpu(weights):
-        w = _to_cupy(weights)
+        w = to_cupy(weights)
         one_device(x=x, weights=w)
     else:  # 9 values: a host array or a list is uploaded to x's GPU
         w = cupy.asarray(weights)
@@ -359,8 +354,8 @@ def stencil3x3(x: Any, weights: Any, variant: str | None = None, **params: int
 
 
 #: Each family's planner, by name: what the benchmark and the tests walk.
-PLANS = {"transpose": plan_transpose, "reverse": plan_reverse, "sum": plan_sum,
+PLANNERS = {"transpose": plan_transpose, "reverse": plan_reverse, "sum": plan_sum,
          "stencil": plan_stencil3x3}
 
-__all__ = ["DEFAULTS", "PLANS", "Run", "Step", "plan_reverse", "plan_stencil3x3", "plan_sum",
+__all__ = ["DEFAULTS", "PLANNERS", "Run", "Step", "plan_reverse", "plan_stencil3x3", "plan_sum",
            "plan_transpose", "reverse", "stencil3x3", "sum", "sum_error_bound", "transpose"]

@@ -123,6 +123,8 @@ def _holds(rule: str, names: Mapping[str, int]) -> bool:
 
 
 Params = dict[str, int]
+#: The extra kernel arguments a variant may declare (``Variant.extra_args``).
+EXTRA_ARGS = ("tensor_map_a", "tensor_map_b", "tensor_map_c", "partials", "arrivals")
 
 
 @dataclass(frozen=True)
@@ -161,11 +163,11 @@ class Variant:
     a_layouts: tuple[str, ...] = ("row", "col")
     b_layouts: tuple[str, ...] = ("row", "col")
     dtypes: tuple[str, ...] = tuple(DTYPES)
-    #: Blocks per tile of C, an expression (split-K). Above 1 the kernel takes two more
-    #: arguments: a workspace of SPLITS partial products and a counter per tile of C.
+    #: Blocks per tile of C, an expression (split-K). Above 1 its kernel takes the extra
+    #: arguments "partials" (SPLITS partial products) and "arrivals" (a counter per tile).
     splits: str = "1"
     #: Boolean specialisations picked per call from the operands: "aligned" (groups of
-    #: four elements), "aligned16" (groups of 16 bytes); see ``xgemm.api``.
+    #: four elements), "aligned16" (groups of 16 bytes); see ``xgemm.plan``.
     flags: tuple[str, ...] = ()
     #: The oldest GPU it runs on, as compute capability x 10 (80: sm_80, Ampere).
     min_cc: int = 0
@@ -175,9 +177,17 @@ class Variant:
     #: "tf32": it rounds float32 inputs to TF32 on the tensor cores. Naming it asks for
     #: that; ``auto`` takes it only with ``precision="tf32"``. None: exact arithmetic.
     precision: str | None = None
-    #: Whether A and B reach it through TMA tensor maps (two more kernel arguments, made
-    #: per call; TMA needs 16-byte aligned rows, see ``xgemm.api``).
-    tma: bool = False
+    #: Its TMA boxes, where A, B (and C) reach it through tensor maps: per operand ("a",
+    #: "b", "c"), an expression for the rows (K-major A, B) or columns (MN-major) one copy
+    #: moves beside its 128-byte row along the contiguous dimension; for "c", the rows of C
+    #: one store moves, 0 where C does not leave through TMA. TMA needs 16-byte aligned
+    #: rows: ``xgemm.plan`` pads the rows of an operand that has none.
+    tma_boxes: Mapping[str, str] = field(default_factory=dict)
+    #: The arguments its kernel takes after the common ones (A, B, C, sizes, leading
+    #: dimensions, batch strides, bias, alpha, beta), in order: "tensor_map_a",
+    #: "tensor_map_b", "tensor_map_c" (128-byte TMA maps, by value), "partials" and
+    #: "arrivals" (split-K's workspace and its counters per tile of C, made per call).
+    extra_args: tuple[str, ...] = ()
     #: The family it belongs to: "gemm" (the ladder), or one of the memory-bound
     #: families of ``xgemm.memory`` ("transpose", "reverse", "sum", "stencil"), whose
     #: expressions use M and N for the rows and columns of their input.
@@ -188,6 +198,19 @@ class Variant:
     def __post_init__(self) -> None:
         prefix = "xgemm" if self.family == "gemm" else f"xgemm_{self.family}"
         object.__setattr__(self, "kernel_name", f"{prefix}_{self.name}")
+        unknown = set(self.extra_args) - set(EXTRA_ARGS)
+        if unknown:
+            raise ValueError(f"variant {self.name!r}: unknown extra arguments {sorted(unknown)}; "
+                             f"a variant takes {', '.join(EXTRA_ARGS)}")
+
+    @property
+    def tma(self) -> bool:
+        """Whether A and B reach it through TMA tensor maps."""
+        return bool(self.tma_boxes)
+
+    def tma_box(self, operand: str, params: Mapping[str, int]) -> int:
+        """The rows (or columns) of ``operand`` one TMA copy moves at ``params``; 0: none."""
+        return _eval(self.tma_boxes[operand], params) if operand in self.tma_boxes else 0
 
     # -- parameters ------------------------------------------------------------------
     def resolve(self, params: Mapping[str, object] | None = None,

@@ -201,6 +201,7 @@ register(Variant(
     dynamic_smem=True,
     **WARP_TILING,
     splits="SPLITS",
+    extra_args=("partials", "arrivals"),
 ))
 
 # The tensor-core rungs: warp tiles as above, 16-bit inputs (float32 as TF32 where a rung
@@ -300,7 +301,11 @@ WGMMA = dict(
     dynamic_smem=True,
     min_cc=90,
     target="sm_90a",
-    tma=True,
+    # A's box: BM rows; B's: a block's share of BN (the cluster brings the rest); C's: one
+    # consumer warpgroup's rows, when C leaves through TMA
+    tma_boxes={"a": "BM", "b": "BN // CLUSTER",
+               "c": "TMA_STORE * (BM if PINGPONG else BM // CONSUMERS)"},
+    extra_args=("tensor_map_a", "tensor_map_b", "tensor_map_c"),
 )
 
 register(Variant(

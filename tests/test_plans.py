@@ -1,0 +1,270 @@
+"""The plan cache and the per-call path: a signature's plan is built once and found
+again; what changes a kernel or its arguments changes the signature; each call makes its
+own copies, outputs and workspaces on its own stream; a call can be captured in a CUDA
+graph; PyTorch tensors in give PyTorch tensors out, on PyTorch's stream."""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+from conftest import TOLERANCE, f64, frobenius_error, poisoned, relative_error
+
+import xgemm
+from xgemm import plan as planning
+from xgemm.registry import Variant
+
+gpu = pytest.mark.gpu
+
+
+# -- no GPU needed -----------------------------------------------------------------------
+def test_the_cache_is_bounded_and_least_recently_used_goes_first():
+    cache = planning.PlanCache(size=3)
+    for key in "abc":
+        cache.put(key, key.upper())
+    assert cache.get("a") == "A"  # now the most recently used
+    cache.put("d", "D")
+    assert cache.get("b") is None and [cache.get(k) for k in "acd"] == ["A", "C", "D"]
+    assert len(cache) == 3 and (cache.hits, cache.misses) == (4, 1)
+
+
+def test_a_variant_declares_its_extra_arguments():
+    wgmma = xgemm.get_variant("wgmma")
+    assert wgmma.extra_args == ("tensor_map_a", "tensor_map_b", "tensor_map_c") and wgmma.tma
+    assert wgmma.tma_box("b", {**wgmma.defaults, "CLUSTER": 2}) == wgmma.defaults["BN"] // 2
+    assert wgmma.tma_box("c", {**wgmma.defaults, "TMA_STORE": 0}) == 0
+    assert xgemm.get_variant("splitk").extra_args == ("partials", "arrivals")
+    assert not xgemm.get_variant("pipelined").extra_args  # the same template, one split
+    with pytest.raises(ValueError, match="unknown extra arguments \\['workspace'\\]"):
+        Variant(name="x", template="gemm/03_tiled.cu.j2", adds="", defaults={}, space={},
+                constraints=[], block=("1",), grid=("1",), extra_args=("workspace",))
+
+
+def test_heuristic_sizes_tiles_by_the_gpus_multiprocessors():
+    from xgemm.choice import heuristic
+
+    # 2048^2 in 128 x 256 tiles is 128 tiles: under two per SM of 132, not of 16
+    assert heuristic(2048, 2048, 2048, sms=132)[1]["BN"] == 128
+    assert heuristic(2048, 2048, 2048, sms=16)[1]["BN"] == 256
+    assert heuristic(1024, 1024, 1024, "float16", 90, sms=132)[1]["BN"] == 128
+    assert heuristic(1024, 1024, 1024, "float16", 90, sms=16)[1]["BN"] == 256
+
+
+# -- on the GPU ------------------------------------------------------------------------------
+@pytest.fixture
+def counted(fresh_plans):
+    """The plan cache's (hits, misses) since the last call of the returned function."""
+    seen = [planning.PLANS.hits, planning.PLANS.misses]
+
+    def since() -> tuple[int, int]:
+        now = [planning.PLANS.hits, planning.PLANS.misses]
+        delta = (now[0] - seen[0], now[1] - seen[1])
+        seen[:] = now
+        return delta
+
+    return since
+
+
+@gpu
+def test_a_signature_is_planned_once(rng, counted, monkeypatch):
+    """The second call with a signature finds its plan: nothing is checked or planned
+    again (planning is made to fail), and the fresh operands give the right answer."""
+    a, b = rng.matrix(70, 50), rng.matrix(50, 30)
+    xgemm.matmul(a, b)
+    assert counted() == (0, 1)
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("planned again")
+
+    monkeypatch.setattr("xgemm.api.build", refuse)
+    for _ in range(3):
+        a, b = rng.matrix(70, 50), rng.matrix(50, 30)
+        assert relative_error(xgemm.matmul(a, b), a, b) < TOLERANCE["float32"]
+    assert counted() == (3, 0)
+
+
+@gpu
+def test_what_changes_the_kernel_or_its_arguments_changes_the_plan(rng, counted):
+    """After a plan for C-ordered 64 x 48 @ 48 x 40: the same shapes with other strides (a
+    transposed view, a slice of a wider array, one 4 bytes off alignment), a broadcast
+    batch against a full one, an out that overlaps an input and one that does not, with
+    and without bias, each plan anew and each gives the right answer."""
+    import cupy
+
+    def check(a, b, **kw):
+        c = xgemm.matmul(a, b, variant="vectorized", **kw)
+        assert frobenius_error(c, f64(a) @ f64(b) + (f64(kw["bias"]) if "bias" in kw else 0)
+                               ) < TOLERANCE["float32"]
+        return c
+
+    a, b = rng.matrix(64, 48), rng.matrix(48, 40)
+    check(a, b)
+    assert counted() == (0, 1)
+    check(rng.matrix(64, 48), rng.matrix(48, 40))
+    assert counted() == (1, 0)
+    wide = rng.matrix(64, 53)
+    variants = [(rng.matrix(64, 48, "F"), b),     # column-major a
+                (wide[:, :48], b),                # lda 53
+                (wide[:, 1:49], b),               # lda 53, 4 bytes off 16-byte alignment
+                (wide[:, 4:52], b)]               # lda 53, 16 bytes in
+    launches = [xgemm.prepare(x, y, variant="vectorized") for x, y in variants]
+    assert counted() == (0, 4)
+    assert [dict(launch.spec.flags)["aligned"] for launch in launches] == [True] + [False] * 3
+    for launch, (x, y) in zip(launches, variants, strict=True):
+        assert relative_error(launch(), x, y) < TOLERANCE["float32"]
+    batch = rng.array((3, 64, 48))
+    check(batch, b)                                # b broadcast: batch stride 0
+    check(batch, rng.array((3, 48, 40)))           # b a batch of its own
+    check(batch, rng.array((1, 48, 40)))           # a batch of one, broadcast
+    assert counted() == (0, 3)
+    check(a, b, bias=rng.array((40,)))
+    assert counted() == (0, 1)
+    buffer = rng.matrix(128, 96)
+    x, y = buffer[:64, :48], rng.matrix(48, 40)
+    expected = f64(x) @ f64(y)
+    out = buffer[64:, 8:48]  # no byte in x's span: written in place
+    xgemm.matmul(x, y, variant="vectorized", out=out)
+    assert frobenius_error(out, expected) < TOLERANCE["float32"]
+    overlapping = buffer[:64, 8:48]  # the same strides and alignment, over x: staged
+    xgemm.matmul(x, y, variant="vectorized", out=overlapping)
+    assert frobenius_error(overlapping, expected) < TOLERANCE["float32"]
+    assert counted() == (0, 2)
+    assert cupy.cuda.runtime.getDevice() == 0
+
+
+@gpu
+def test_a_pool_of_threads_calling_with_mixed_shapes(rng, fresh_plans):
+    """Eight threads, 240 calls over six signatures (three dtypes, auto and named
+    variants, a batch, an epilogue), plans built and found concurrently: every result
+    right."""
+    cases = [((130, 70), (70, 90), "float32", {}),
+             ((64, 64), (64, 64), "float16", {"variant": "mma"}),
+             ((4, 33, 20), (20, 17), "float32", {"variant": "tiled"}),
+             ((300, 256), (256, 512), "bfloat16", {}),
+             ((100, 1000), (1000, 60), "float32", {"variant": "splitk", "SPLITS": 4}),
+             ((257, 129), (129, 65), "float16", {"activation": "relu"})]
+    inputs = [(rng.array(sa, dtype), rng.array(sb, dtype), kw) for sa, sb, dtype, kw in cases]
+
+    def call(i: int) -> float:
+        a, b, kw = inputs[i % len(inputs)]
+        c = xgemm.matmul(a, b, **kw)
+        expected = f64(a) @ f64(b)
+        if kw.get("activation") == "relu":
+            expected = expected * (expected > 0)
+        return frobenius_error(c, expected) / TOLERANCE[a.dtype.name]
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        errors = list(pool.map(call, range(240)))
+    assert max(errors) < 1, f"worst error {max(errors)} of the tolerance (seed {rng.seed})"
+
+
+@gpu
+@pytest.mark.parametrize("name, dtype", [("auto", "float32"), ("tiled", "float64"),
+                                         ("wgmma", "float16")])
+def test_a_call_captured_in_a_cuda_graph_replays(rng, name, dtype):
+    """matmul on a CuPy stream, captured in a CUDA graph: nothing in the call waits for
+    the GPU or copies to the host (a capture refuses both), and the replay computes with
+    the values the inputs hold then."""
+    import cupy
+
+    if name == "wgmma" and xgemm.gpu.compute_capability(0) != 90:
+        pytest.skip("wgmma needs an sm_90 GPU")
+    a, b = rng.array((256, 192), dtype), rng.array((192, 128), dtype)
+    out = poisoned(256, 128, dtype=dtype)
+    stream = cupy.cuda.Stream(non_blocking=True)
+    with stream:
+        xgemm.matmul(a, b, variant=name, out=out)  # plans and compiles outside the capture
+        stream.begin_capture()
+        xgemm.matmul(a, b, variant=name, out=out)
+        graph = stream.end_capture()
+        a[...] = rng.array((256, 192), dtype)  # new values, same memory
+        out.fill(cupy.nan)
+        graph.launch(stream)
+    stream.synchronize()
+    assert frobenius_error(out, f64(a) @ f64(b)) < TOLERANCE[dtype]
+
+
+@gpu
+def test_a_prepared_launch_reads_its_inputs_as_they_are_when_it_runs(rng):
+    """A Launch keeps references, not snapshots: copied and padded operands, and gemm's
+    staged c, are taken afresh on each run."""
+    import cupy
+
+    stepped = rng.matrix(64, 2 * 48)[:, ::2]  # no unit stride: copied per run
+    b = rng.matrix(48, 40)
+    launch = xgemm.prepare(stepped, b, variant="tiled")
+    assert launch.copies == ("a",)
+    launch()
+    stepped[...] = rng.matrix(64, 48)
+    assert relative_error(launch(), stepped, b) < TOLERANCE["float32"]
+    if xgemm.gpu.compute_capability(0) == 90:  # rows TMA cannot read: padded per run
+        h, g = rng.array((96, 60), "float16"), rng.array((60, 64), "float16")
+        padded = xgemm.prepare(h, g, variant="wgmma")
+        assert padded.copies == ("a",)
+        padded()
+        h[...] = rng.array((96, 60), "float16")
+        assert relative_error(padded(), h, g) < TOLERANCE["float16"]
+    square = rng.matrix(40, 40)
+    c = square[:, :]  # gemm into an operand: c is staged, and read (beta) on each run
+    update = xgemm.prepare(square, square, c=c, alpha=1.0, beta=1.0, variant="tiled")
+    before = f64(square)
+    update()
+    assert frobenius_error(square, before @ before + before) < TOLERANCE["float32"]
+    again = f64(square)
+    update()
+    assert frobenius_error(square, again @ again + again) < TOLERANCE["float32"]
+    assert cupy.cuda.runtime.getDevice() == 0
+
+
+@gpu
+def test_a_split_k_launch_run_on_two_streams_at_once(rng):
+    """One Launch run on two streams at once, five times each: each run has its own
+    partial sums and counters, zeroed on its own stream, so the runs do not mix (both
+    write the same values to c)."""
+    import cupy
+
+    a, b = rng.matrix(128, 8192), rng.matrix(8192, 96)
+    c = poisoned(128, 96)
+    launch = xgemm.prepare(a, b, variant="splitk", out=c, SPLITS=16)
+    streams = [cupy.cuda.Stream(non_blocking=True) for _ in range(2)]
+    for _ in range(5):
+        for stream in streams:
+            with stream:
+                launch()
+    for stream in streams:
+        stream.synchronize()
+    assert frobenius_error(c, f64(a) @ f64(b)) < TOLERANCE["float32"]
+    once = c.copy()
+    launch()
+    assert bool((c == once).all())  # split-K adds its partials in a fixed order
+
+
+@gpu
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
+def test_pytorch_in_pytorch_out_on_pytorchs_stream(dtype):
+    """PyTorch tensors give a PyTorch tensor (from PyTorch's allocator), launched on
+    PyTorch's current stream: queued behind a long wait and an in-place fill on a side
+    stream, the product sees the filled values, as a PyTorch op there would."""
+    torch = pytest.importorskip("torch")
+    t = getattr(torch, dtype)
+    side = torch.cuda.Stream()
+    a = torch.randn(256, 128, device="cuda", dtype=t)
+    w = torch.randn(64, 128, device="cuda", dtype=t)
+    bias = torch.randn(64, device="cuda", dtype=t)
+    torch.cuda.synchronize()
+    with torch.cuda.stream(side):
+        torch.cuda._sleep(100_000_000)  # the side stream is busy for tens of milliseconds
+        a.fill_(0.5)
+        c = xgemm.matmul(a, w.T, bias=bias)
+        wide = xgemm.matmul(a, w.T, out_dtype="float32")
+    side.synchronize()
+    assert isinstance(c, torch.Tensor) and c.dtype == t and c.device == a.device
+    assert c.shape == (256, 64) and wide.dtype == torch.float32
+    expected = a.double() @ w.double().T
+    assert float((c.double() - expected - bias.double()).norm() / expected.norm()) < 2e-2
+    assert float((wide.double() - expected).norm() / expected.norm()) < 1e-5
+    out = torch.empty(256, 64, device="cuda", dtype=t)
+    assert xgemm.matmul(a, w.T, out=out) is out
+    batch = torch.randn(3, 20, 128, device="cuda", dtype=t)
+    got = xgemm.matmul(batch, w.T)
+    assert isinstance(got, torch.Tensor) and got.shape == (3, 20, 64)

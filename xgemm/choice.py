@@ -1,0 +1,105 @@
+"""``variant="auto"``: which variant and parameters run a product nobody named one for.
+The tuning file's entry for the GPU, dtype and shape where ``xgemm tune`` wrote one, else
+a rule from the H100 measurements in bench/. Choices are cached per device, dtype, shape
+and precision, and forgotten when this process writes the tuning file.
+"""
+
+from __future__ import annotations
+
+import functools
+
+from . import gpu, tunefile
+from .registry import cdiv, get_variant
+
+#: SMs of the H100 the rules were measured on: the default where no GPU is asked.
+H100_SMS = 132
+
+
+def heuristic(m: int, n: int, k: int, dtype: str = "float32", cc: int = 90,
+              precision: str | None = None, sms: int = H100_SMS
+              ) -> tuple[str, dict[str, int]]:
+    """The variant ``auto`` uses for a shape nobody tuned, on a GPU of compute capability
+    ``cc`` x 10 with ``sms`` multiprocessors, from the H100 measurements in bench/: for
+    16-bit outputs of 2^16 elements or more the tensor cores, ``wgmma`` on sm_90 (the plan
+    takes ``mma`` instead for operands TMA cannot read in place), ``mma`` on sm_80 and
+    newer; the same for float32 with ``precision="tf32"`` through ``wgmma_tf32`` or
+    ``mma_tf32``; splitk for float32 outputs of at most 2^18 elements with K >= 4096; for
+    outputs of a million elements or more the fastest large-tile rung for the dtype
+    (``pipelined`` for float32, ``vectorized`` for the others), coarse1d for mid-sized
+    outputs, tiled for small ones. Tiles shrink where the large ones would leave SMs idle.
+    All variants are correct for every shape, so this only ever costs speed.
+
+    >>> heuristic(4096, 4096, 4096)[0], heuristic(1024, 512, 64)[0], heuristic(64, 64, 64)[0]
+    ('pipelined', 'coarse1d', 'tiled')
+    >>> [heuristic(4096, 4096, 4096, "float16", cc)[0] for cc in (90, 100, 80, 75)]
+    ['wgmma', 'mma', 'mma', 'vectorized']
+    >>> [heuristic(4096, 4096, 4096, "float32", cc, "tf32")[0] for cc in (90, 80)]
+    ['wgmma_tf32', 'mma_tf32']
+    >>> heuristic(128, 128, 65536)[1]["SPLITS"]  # K split across 64 blocks per tile
+    64
+    """
+    outputs = m * n
+    wgmma = get_variant("wgmma_tf32" if precision == "tf32" else "wgmma")
+    if dtype in wgmma.dtypes and wgmma.runs_on(cc) and outputs >= 1 << 16:
+        params = dict(wgmma.defaults)
+        if cdiv(m, params["BM"]) * cdiv(n, params["BN"]) < sms:  # fewer tiles than SMs
+            params.update(BN=128)
+        return wgmma.name, params
+    mma = get_variant("mma_tf32" if precision == "tf32" else "mma")
+    if dtype in mma.dtypes and mma.runs_on(cc) and outputs >= 1 << 16:
+        params = dict(mma.defaults)
+        if cdiv(m, params["BM"]) * cdiv(n, params["BN"]) < sms:  # fewer tiles than SMs
+            params.update(BM=64, BN=64, WM=32, WN=32)
+        return mma.name, params
+    splitk = get_variant("splitk")
+    if dtype in splitk.dtypes and outputs <= 1 << 18 and k >= 4096:
+        # few tiles of C, a long K: split K until there are two blocks per SM
+        tiles = cdiv(m, splitk.defaults["BM"]) * cdiv(n, splitk.defaults["BN"])
+        splits = next((s for s in (4, 16, 64) if tiles * s >= 2 * sms or k // s <= 512), 64)
+        return "splitk", {**splitk.defaults, "SPLITS": splits}
+    if outputs >= 1 << 20:
+        pipelined = get_variant("pipelined")
+        if dtype in pipelined.dtypes:
+            params = dict(pipelined.defaults)  # 128 x 256 tiles: too few of them below 4096^2
+            if cdiv(m, params["BM"]) * cdiv(n, params["BN"]) < 2 * sms:  # two per SM
+                params.update(BN=128, STAGES=2)
+            return "pipelined", params
+        name = "vectorized"
+    else:
+        name = "coarse1d" if outputs >= 1 << 18 else "tiled"
+    return name, dict(get_variant(name).defaults)
+
+
+@functools.lru_cache(maxsize=4096)
+def _choice(m: int, n: int, k: int, dtype: str, device: int, precision: str | None
+            ) -> tuple[str, tuple[tuple[str, int], ...]]:
+    found = tunefile.tune_cache().lookup(gpu.gpu_name(device), dtype, m, n, k)
+    if found is None or (precision is not None
+                         and get_variant(found[0]).precision != precision):
+        found = heuristic(m, n, k, dtype, gpu.compute_capability(device), precision,
+                          gpu.multiprocessors(device))
+    name, params = found
+    return name, tuple(sorted(params.items()))
+
+
+def choose(m: int, n: int, k: int, dtype: str, device: int, precision: str | None = None
+           ) -> tuple[str, dict[str, int]]:
+    """The (variant, parameters) ``auto`` runs on GPU ``device``: tuned for this GPU and
+    shape (or its bucket), else the heuristic for its compute capability and SM count.
+    With ``precision="tf32"`` a tuned entry counts only if it is a TF32 rung (tuning is
+    exact unless TF32 rungs are named). Cached per device, dtype, shape and precision;
+    forgotten when this process writes the tuning file.
+
+    >>> choose(4096, 4096, 4096, "float16", 0)[0]  # doctest: +SKIP
+    'wgmma'
+    """
+    name, params = _choice(m, n, k, dtype, device, precision)
+    return name, dict(params)
+
+
+def forget() -> None:
+    """Drop every cached choice (the tuning file changed, or the GPU's answers did)."""
+    _choice.cache_clear()
+
+
+tunefile.on_change(forget)

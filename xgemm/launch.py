@@ -1,0 +1,291 @@
+"""Launching a planned product: the per-call work, and nothing else.
+
+A call with a plan (``xgemm.plan``) takes its arrays' pointers, makes what this call
+needs of its own (copies of operands the plan says to copy, the output, a staging array,
+split-K's partial sums and counters), encodes (or finds) the TMA tensor maps, packs the
+kernel's arguments and launches, on the stream of the caller's framework: CuPy's current
+stream for CuPy arrays, PyTorch's for PyTorch tensors. Nothing here synchronises with the
+GPU or copies between host and device.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+import warnings
+from collections import OrderedDict
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from .checks import Layout, layout_of
+
+if TYPE_CHECKING:
+    import cupy
+
+#: What TMA needs of a global array: base address and every stride in multiples of this.
+TMA_ALIGNMENT = 16
+#: Tensor maps kept, by address and geometry (a map is 128 bytes).
+TENSOR_MAP_CACHE_SIZE = 4096
+
+
+# -- arrays of either framework ----------------------------------------------------------
+@functools.cache
+def framework(kind: type) -> str | None:
+    """"cupy" for CuPy arrays, "torch" for PyTorch tensors, None for anything else (which
+    is converted to CuPy first, or refused)."""
+    if kind.__module__.startswith("cupy") and kind.__name__ == "ndarray":
+        return "cupy"
+    if kind.__module__.startswith("torch") and hasattr(kind, "data_ptr"):
+        return "torch"
+    return None
+
+
+def to_cupy(x: Any) -> cupy.ndarray:
+    """``x`` as a CuPy array, without a copy: a CuPy array itself, a view of a PyTorch
+    tensor or other DLPack or CUDA-array-interface object."""
+    import cupy
+
+    if isinstance(x, cupy.ndarray):
+        return x
+    if hasattr(x, "__dlpack__"):
+        if getattr(x, "requires_grad", False):
+            x = x.detach()  # xgemm does not record gradients: the values are the same
+        return cupy.from_dlpack(x)
+    return cupy.asarray(x)  # __cuda_array_interface__: a view, no copy
+
+
+def pointer(x: Any) -> int:
+    """The device address of a CuPy array's or a PyTorch tensor's first element."""
+    return x.data.ptr if framework(type(x)) == "cupy" else x.data_ptr()
+
+
+class _StreamHandle:
+    """A raw CUDA stream, as the CUDA stream protocol (``__cuda_stream__``) hands it over."""
+
+    def __init__(self, ptr: int) -> None:
+        self.ptr = ptr
+
+    def __cuda_stream__(self) -> tuple[int, int]:
+        return 0, self.ptr
+
+
+@functools.cache
+def external_stream(ptr: int, device: int):
+    """A CuPy handle on another framework's CUDA stream (PyTorch's), made once per stream."""
+    import cupy
+
+    from_external = getattr(cupy.cuda.Stream, "from_external", None)
+    if from_external is not None:
+        try:
+            return from_external(_StreamHandle(ptr))
+        except (TypeError, ValueError, AttributeError):
+            pass  # a CuPy whose from_external takes something else: the older handle
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        return cupy.cuda.ExternalStream(ptr, device)
+
+
+def torch_stream(device: int):
+    """PyTorch's current stream on GPU ``device``, as a CuPy stream."""
+    import torch
+
+    return external_stream(torch.cuda.current_stream(device).cuda_stream, device)
+
+
+# -- operands made ready for a kernel ---------------------------------------------------
+def ready_operand(x: cupy.ndarray, full_shape: tuple[int, ...], layouts: tuple[str, ...],
+                  name: str, variant: str) -> tuple[cupy.ndarray, Layout, bool]:
+    """``x`` (at least 2-D) broadcast to ``full_shape`` (*batch, rows, cols), the layout
+    the kernel reads it in, and whether it had to be copied. When its strides leave no
+    unit stride in the last two dimensions it is copied, once; when no single stride
+    walks its batch, the broadcast batch is. ValueError where it has a layout the variant
+    does not read."""
+    import cupy
+
+    full = cupy.broadcast_to(x, full_shape)
+    found = layout_of(full.shape, full.strides, full.itemsize, layouts)
+    if found is not None:
+        return full, found, False
+    readable = layout_of(full.shape, full.strides, full.itemsize)
+    if readable is not None:
+        have = "column" if readable.col else "row"
+        raise ValueError(
+            f"variant {variant!r} reads {name} {' or '.join(layouts)}-major only, and {name} is "
+            f"{have}-major; name a variant that reads both (e.g. 'tiled'), or pass {name} "
+            "in the layout this one reads"
+        )
+
+    def contiguous(y):  # in the variant's first layout, each matrix of the batch whole
+        if layouts[0] == "row":
+            return cupy.ascontiguousarray(y)
+        return cupy.swapaxes(cupy.ascontiguousarray(cupy.swapaxes(y, -1, -2)), -1, -2)
+
+    full = cupy.broadcast_to(contiguous(x), full_shape)
+    found = layout_of(full.shape, full.strides, full.itemsize, layouts)
+    if found is None:  # e.g. (2, 1, M, K) against (1, 3, K, N): materialise the batch
+        full = contiguous(full)
+        found = layout_of(full.shape, full.strides, full.itemsize, layouts)
+    return full, found, True
+
+
+def tma_ready(ptr: int, layout: Layout | None, itemsize: int) -> bool:
+    """Whether TMA can read an array at ``ptr`` in ``layout`` in place: its start, its
+    leading dimension and its batch stride are whole multiples of 16 bytes."""
+    return layout is not None and ptr % TMA_ALIGNMENT == 0 and all(
+        n * itemsize % TMA_ALIGNMENT == 0 for n in (layout.ld, layout.batch_stride))
+
+
+def tma_padded(x: cupy.ndarray, layout: Layout) -> tuple[cupy.ndarray, Layout]:
+    """``x`` (*batch, rows, cols) copied with its rows (columns, column-major) padded to
+    16 bytes, for TMA. A broadcast batch (stride 0) stays one padded matrix, broadcast."""
+    import cupy
+
+    group = TMA_ALIGNMENT // x.itemsize
+    broadcast = layout.batch_stride == 0 and x.ndim > 2
+    source = x[(0,) * (x.ndim - 2)] if broadcast else x
+    lines = cupy.swapaxes(source, -1, -2) if layout.col else source  # contiguous dim last
+    *batch, outer, inner = lines.shape
+    padded = cupy.empty((*batch, outer, -(-inner // group) * group), dtype=x.dtype)
+    view = padded[..., :inner]
+    view[...] = lines
+    if layout.col:
+        view = cupy.swapaxes(view, -1, -2)
+    if broadcast:
+        return cupy.broadcast_to(view, x.shape), Layout(layout.col, padded.shape[-1], 0)
+    found = layout_of(view.shape, view.strides, view.itemsize, ("col" if layout.col else "row",))
+    return view, Layout(layout.col, padded.shape[-1], found.batch_stride)  # ld even of 1 row
+
+
+# -- TMA tensor maps, by address and geometry ---------------------------------------------
+_maps: OrderedDict[tuple, np.ndarray] = OrderedDict()
+_maps_lock = threading.Lock()
+
+
+def tensor_map(address: int, dtype: str, dims: tuple[int, ...], strides: tuple[int, ...],
+               box: tuple[int, ...]) -> np.ndarray:
+    """``xgemm.tma.tensor_map``, encoded once per address and geometry: a call on the same
+    arrays (a weight, an output the memory pool hands back) reuses the map, a map is
+    128 bytes of host memory, and the driver's encoding is the costly part."""
+    key = (address, dtype, dims, strides, box)
+    with _maps_lock:
+        found = _maps.get(key)
+        if found is not None:
+            _maps.move_to_end(key)
+            return found
+    from .tma import tensor_map as encode
+
+    made = encode(address, dtype, dims, strides, box)
+    with _maps_lock:
+        _maps[key] = made
+        if len(_maps) > TENSOR_MAP_CACHE_SIZE:
+            _maps.popitem(last=False)
+    return made
+
+
+#: The map of an operand a kernel does not read (K = 0; C without TMA_STORE).
+EMPTY_MAP = np.zeros(1, dtype=np.dtype((np.void, 128)))
+
+
+# -- one call ------------------------------------------------------------------------------
+def run(plan: Any, a: Any, b: Any, target: Any, bias: Any, alpha: float, beta: float) -> Any:
+    """Launch ``plan`` on this call's arrays (CuPy arrays or PyTorch tensors of the plan's
+    signature) with ``alpha`` and ``beta``; returns the result (``target`` when given).
+    Runs on the plan's GPU, whichever is current, and on the current stream of the
+    framework the plan was made for."""
+    import cupy
+
+    if cupy.cuda.runtime.getDevice() == plan.device:
+        return _run(plan, a, b, target, bias, alpha, beta)
+    with cupy.cuda.Device(plan.device):
+        return _run(plan, a, b, target, bias, alpha, beta)
+
+
+def _run(plan: Any, a: Any, b: Any, target: Any, bias: Any, alpha: float, beta: float) -> Any:
+    stream = torch_stream(plan.device) if plan.framework == "torch" else None
+    if plan.per_call_cupy and stream is not None:
+        with stream:  # CuPy's copies and workspaces on PyTorch's stream
+            return _launch(plan, a, b, target, bias, alpha, beta, stream)
+    return _launch(plan, a, b, target, bias, alpha, beta, stream)
+
+
+def _launch(plan: Any, a: Any, b: Any, target: Any, bias: Any, alpha: float, beta: float,
+            stream: Any) -> Any:
+    import cupy
+
+    keep = []  # this call's own arrays, alive until their kernels are queued
+    ptr_a = _operand_pointer(plan.a, a, keep)
+    ptr_b = _operand_pointer(plan.b, b, keep)
+    result = staging = view = None
+    if plan.output == "new":
+        if plan.framework == "torch":
+            import torch
+
+            full = torch.empty(plan.shapes.full, dtype=plan.torch_c_dtype,
+                               device=plan.torch_device)
+        else:
+            full = cupy.empty(plan.shapes.full, dtype=plan.c_dtype_np)
+        result = full.reshape(plan.shapes.out) if plan.reshape else full
+        ptr_c = pointer(full)
+    else:
+        result = target
+        if plan.output == "in_place":
+            ptr_c = pointer(target)
+        else:  # through a staging array, copied back after the kernel
+            view = to_cupy(target)
+            if plan.shapes.b_vector:
+                view = view[..., None]
+            if plan.shapes.a_vector:
+                view = view[..., None, :]
+            staging = (cupy.ascontiguousarray(view) if plan.read_c
+                       else cupy.empty(plan.shapes.full, view.dtype))
+            ptr_c = staging.data.ptr
+    if not plan.chunks:
+        return result
+    if bias is None:
+        ptr_bias = 0
+    elif plan.copy_bias:
+        bias = cupy.ascontiguousarray(to_cupy(bias))  # a strided bias (rare, and small)
+        keep.append(bias)
+        ptr_bias = bias.data.ptr
+    else:
+        ptr_bias = pointer(bias)
+    scalars = (plan.acc(alpha), plan.acc(beta))
+    ptrs = [ptr_a, ptr_b, ptr_c]
+    if plan.splits > 1:  # split-K: partial products, and a counter per tile of C, zeroed
+        partials = cupy.empty(plan.partials, dtype=plan.acc)
+        arrivals = cupy.zeros(plan.arrivals, dtype=np.uint32)
+        keep += (partials, arrivals)
+        ptrs += (partials.data.ptr, arrivals.data.ptr)
+    function = plan.function()
+    for chunk in plan.chunks:
+        args = (np.uint64(ptr_a + chunk.offsets[0]), np.uint64(ptr_b + chunk.offsets[1]),
+                np.uint64(ptr_c + chunk.offsets[2]), *plan.sizes, np.uint64(ptr_bias),
+                *scalars, *(_extra(ptrs, *arg) for arg in chunk.extra))
+        function(chunk.grid, plan.block, args, plan.shared_mem, stream)
+    if staging is not None:
+        view[...] = staging
+    return result
+
+
+def _extra(ptrs: list[int], source: int, offset: int, geometry: tuple | None) -> Any:
+    """One of a variant's extra arguments (``Variant.extra_args``): a workspace pointer,
+    or a tensor map of A, B or C (empty where the kernel reads none: source -1)."""
+    if source < 0:
+        return EMPTY_MAP
+    if geometry is None:
+        return np.uint64(ptrs[source] + offset)
+    return tensor_map(ptrs[source] + offset, *geometry)
+
+
+def _operand_pointer(prep: Any, x: Any, keep: list) -> int:
+    """The address the kernel reads operand ``x`` at: its own, or (where the plan says it
+    must be copied or padded) that of this call's copy."""
+    if not prep.copied:
+        return pointer(x)
+    full, layout, _ = ready_operand(prep.matrices(to_cupy(x)), prep.full_shape, prep.layouts,
+                                    prep.name, prep.variant)
+    if prep.padded:
+        full, layout = tma_padded(full, layout)
+    keep.append(full)
+    return full.data.ptr

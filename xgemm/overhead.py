@@ -1,0 +1,170 @@
+"""What a call costs besides its kernel (``xgemm bench --overhead``): host microseconds per
+call on a plan-cache hit, and the queued time per call of products small enough for the
+call to matter, each beside ``cupy.matmul`` and ``torch.matmul`` on the same data in the
+same run.
+
+Host time: ``calls`` calls in a row with no synchronisation between them (the GPU keeps
+up: each kernel is a few microseconds), over the host clock; the median of ``rounds``.
+Queued time: ``calls`` calls between two CUDA events, over ``calls``: what a loop of such
+products takes, host and GPU together; the median of ``rounds``. Kernel time: CUDA
+events around each single call of a prepared launch, as ``xgemm bench`` times it.
+
+Example:
+    >>> from xgemm import overhead
+    >>> rows = overhead.host_rows(calls=200)  # doctest: +SKIP
+    >>> print(overhead.table(rows))  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+from typing import Any
+
+from .registry import numpy_dtype
+
+#: The host-time cases: 64 x 64 x 64, and a batch of eight of them.
+HOST_SHAPES = ((64, 64, 64, 1), (64, 64, 64, 8))
+#: The queued-time cases (M, N, K): a small square and a skinny product.
+QUEUED_SHAPES = ((1024, 1024, 1024), (16, 4096, 4096))
+DTYPES = ("float32", "float16", "bfloat16")
+
+
+def host_us(call: Callable[[], Any], calls: int = 1000, rounds: int = 5) -> float:
+    """Host microseconds per call of ``call``: the median over ``rounds`` of ``calls`` calls
+    in a row (after as many untimed ones), with the GPU synchronised between rounds."""
+    import cupy
+
+    for _ in range(calls):
+        call()
+    cupy.cuda.Device().synchronize()
+    times = []
+    for _ in range(rounds):
+        start = time.perf_counter()
+        for _ in range(calls):
+            call()
+        times.append((time.perf_counter() - start) / calls * 1e6)
+        cupy.cuda.Device().synchronize()
+    return statistics.median(times)
+
+
+def queued_ms(call: Callable[[], Any], calls: int = 50, rounds: int = 7,
+              stream: Any = None) -> float:
+    """Milliseconds per call of ``call`` queued ``calls`` times between two CUDA events on
+    ``stream`` (the current CuPy stream by default): the median over ``rounds``."""
+    import cupy
+
+    stream = stream or cupy.cuda.get_current_stream()
+    for _ in range(3):
+        call()
+    times = []
+    for _ in range(rounds):
+        start, stop = cupy.cuda.Event(), cupy.cuda.Event()
+        start.record(stream)
+        for _ in range(calls):
+            call()
+        stop.record(stream)
+        stop.synchronize()
+        times.append(cupy.cuda.get_elapsed_time(start, stop) / calls)
+    return statistics.median(times)
+
+
+def _inputs(m: int, n: int, k: int, batch: int, dtype: str):
+    """The same values as CuPy arrays and as PyTorch tensors (None without PyTorch)."""
+    import cupy
+
+    lead = (batch,) if batch > 1 else ()
+    gen = cupy.random.default_rng()
+    a = gen.standard_normal((*lead, m, k), dtype=cupy.float32).astype(numpy_dtype(dtype))
+    b = gen.standard_normal((k, n), dtype=cupy.float32).astype(numpy_dtype(dtype))
+    out = cupy.empty((*lead, m, n), dtype=a.dtype)
+    try:
+        import torch
+    except ImportError:
+        return (a, b, out), None
+    return (a, b, out), tuple(torch.from_dlpack(x) for x in (a, b, out))
+
+
+def host_rows(calls: int = 1000, rounds: int = 5) -> list[dict[str, Any]]:
+    """Host microseconds per call, per dtype, shape, with or without ``out=``, and input
+    framework: xgemm (auto, its plan cached) on CuPy arrays and on PyTorch tensors, beside
+    cupy.matmul and torch.matmul on the same values."""
+    import cupy
+
+    import xgemm
+
+    rows = []
+    for dtype in DTYPES:
+        for m, n, k, batch in HOST_SHAPES:
+            cupy_arrays, torch_arrays = _inputs(m, n, k, batch, dtype)
+            for with_out in (False, True):
+                row = {"dtype": dtype, "out": with_out,
+                       "shape": f"{batch}x{m}x{n}x{k}" if batch > 1 else f"{m}x{n}x{k}"}
+                for label, arrays, baseline in (("cupy", cupy_arrays, cupy.matmul),
+                                                ("torch", torch_arrays, None)):
+                    if arrays is None:
+                        continue
+                    a, b, out = arrays
+                    kw = {"out": out} if with_out else {}
+                    row[f"xgemm_{label}_us"] = host_us(
+                        lambda a=a, b=b, kw=kw: xgemm.matmul(a, b, **kw), calls, rounds)
+                    if baseline is None:
+                        import torch
+
+                        baseline = torch.matmul
+                    try:
+                        row[f"{label}.matmul_us"] = host_us(
+                            lambda a=a, b=b, kw=kw, f=baseline: f(a, b, **kw), calls, rounds)
+                    except (TypeError, NotImplementedError):  # CuPy: no batched bfloat16
+                        row[f"{label}.matmul_us"] = None
+                rows.append(row)
+    return rows
+
+
+def queued_rows(calls: int = 50, rounds: int = 7) -> list[dict[str, Any]]:
+    """Per call, for each queued case in float16 and float32: the kernel alone (events
+    around one call), xgemm's queued time, cupy.matmul's and torch.matmul's."""
+    import cupy
+
+    import xgemm
+    from xgemm import bench
+
+    rows = []
+    for dtype in ("float16", "float32"):
+        for m, n, k in QUEUED_SHAPES:
+            (a, b, out), torch_arrays = _inputs(m, n, k, 1, dtype)
+            launch = xgemm.prepare(a, b, out=out)
+            kernel = statistics.median(bench.time_launches(launch, warmup=3, repeat=30))
+            row = {"dtype": dtype, "shape": f"{m}x{n}x{k}", "variant": launch.variant.name,
+                   "kernel_ms": kernel,
+                   "xgemm_ms": queued_ms(lambda a=a, b=b: xgemm.matmul(a, b), calls, rounds),
+                   "cupy_ms": queued_ms(lambda a=a, b=b: cupy.matmul(a, b), calls, rounds)}
+            if torch_arrays is not None:
+                import torch
+
+                ta, tb, _ = torch_arrays
+                row["torch_ms"] = queued_ms(lambda ta=ta, tb=tb: torch.matmul(ta, tb),
+                                            calls, rounds)
+            row["x_cupy"] = row["cupy_ms"] / row["xgemm_ms"]
+            rows.append(row)
+    return rows
+
+
+def table(rows: list[dict[str, Any]]) -> str:
+    """The rows as an aligned text table, one column per key of the first row."""
+    if not rows:
+        return ""
+    keys = list(dict.fromkeys(k for row in rows for k in row))
+
+    def cell(value: Any) -> str:
+        if value is None:
+            return "-"
+        if isinstance(value, float):
+            return f"{value:.4f}" if value < 1 else f"{value:.1f}"
+        return str(value)
+
+    body = [keys] + [[cell(row.get(k)) for k in keys] for row in rows]
+    widths = [max(len(line[i]) for line in body) for i in range(len(keys))]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)).rstrip()
+                     for line in body)

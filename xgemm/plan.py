@@ -1,0 +1,549 @@
+"""Planning a product: from a call's signature to everything its launches need, once.
+
+The first call with a signature (the operands' shapes, strides, dtypes and the alignment
+of their addresses, the GPU, the variant and its parameters, the epilogue, the precision,
+the output's presence, layout and overlap with the inputs) checks everything and builds a
+:class:`Plan`: the variant and parameters (``auto``'s choice included), the specialisation
+and its compiled kernel, the grid, block and shared memory, which operands must be copied
+or padded, how the output is written, the split-K workspace's size, the TMA boxes. Later
+calls with the same signature find it with one dictionary lookup (:data:`PLANS`) and only
+launch (``xgemm.launch``). A plan holds nothing a call writes: copies, outputs, staging
+arrays and workspaces are made per call.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from . import gpu, tunefile
+from .checks import (
+    AUTO,
+    Layout,
+    Meta,
+    Shapes,
+    check_operands,
+    check_precision,
+    check_scalar,
+    dtype_name,
+    extent,
+    layout_of,
+    meta,
+    one_device,
+    output_dtype,
+    overlaps,
+    parse_activation,
+)
+from .choice import choose, heuristic
+from .compile import get_kernel
+from .launch import framework, pointer, ready_operand, tma_padded, tma_ready, to_cupy
+from .registry import (
+    DTYPES,
+    MAX_GRID,
+    NARROW,
+    WIDE_OUTPUT,
+    Spec,
+    Variant,
+    get_variant,
+    numpy_dtype,
+    variants,
+)
+
+if TYPE_CHECKING:
+    import cupy
+
+#: Most bytes of workspace a split-K launch may take for its partial products.
+MAX_WORKSPACE_BYTES = 2**30
+#: Plans kept (least recently used dropped first).
+PLAN_CACHE_SIZE = 2048
+
+
+# -- checks that need the GPU's properties ------------------------------------------------
+def check_device_limits(v: Variant, p: dict[str, int], dtype: str, device: int) -> int:
+    """ValueError, before anything is compiled, if ``v`` at ``p`` needs more threads or
+    shared memory per block than GPU ``device`` gives; else its shared memory in bytes."""
+    props = gpu.properties(device)
+    max_smem = props.max_dynamic_smem if v.dynamic_smem else props.max_static_smem
+    threads, smem = v.threads_per_block(p), v.shared_memory(p, dtype)
+    if threads > props.max_threads_per_block or smem > max_smem:
+        what = "variant" if v.family == "gemm" else f"{v.family} variant"
+        raise ValueError(
+            f"{what} {v.name!r} with {p} needs {threads} threads and {smem} bytes of shared "
+            f"memory per block; GPU {device} allows {props.max_threads_per_block} and "
+            f"{max_smem}: choose smaller tiles or blocks (or fewer STAGES)"
+        )
+    return smem
+
+
+def check_arch(v: Variant, dtype: str, device: int) -> None:
+    """ValueError, before anything is compiled, if ``v`` cannot run on GPU ``device``."""
+    cc = gpu.compute_capability(device)
+    if not v.runs_on(cc):
+        able = [name for name in variants() if dtype in get_variant(name).dtypes
+                and get_variant(name).runs_on(cc)]
+        needs = (f"compute capability {v.min_cc / 10:.1f}" + (
+            f" exactly (it is built for {v.target})" if v.target and v.target.endswith("a")
+            else " or newer"))
+        raise ValueError(
+            f"variant {v.name!r} needs {needs}; GPU {device} has {cc / 10:.1f}: use one of "
+            f"{', '.join(able)} (or 'auto')"
+        )
+
+
+# -- a plan --------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class OperandPlan:
+    """How the kernel reads operand A or B: in place (its own address, in ``layout``), or
+    from a copy this call makes (``copied``; ``padded`` rows for TMA)."""
+
+    name: str
+    variant: str
+    vector: str | None              # "row" (1-D a) or "col" (1-D b): the dimension added
+    full_shape: tuple[int, ...]     # (*batch, rows, cols)
+    layouts: tuple[str, ...]        # what the variant reads
+    layout: Layout                  # what the kernel is told
+    copied: bool
+    padded: bool
+
+    def matrices(self, x: cupy.ndarray) -> cupy.ndarray:
+        """A 1-D operand with its dimension back: a (1, K) row, or a (K, 1) column."""
+        return x[None, :] if self.vector == "row" else x[:, None] if self.vector == "col" else x
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """One launch: up to 65535 products of the batch (grid z), from product ``first``."""
+
+    grid: tuple[int, ...]
+    offsets: tuple[int, int, int]   # bytes into A, B and C of product ``first``
+    extra: tuple[tuple[int, int, tuple | None], ...]  # per extra argument: its source
+    # (0 A, 1 B, 2 C, 3 partials, 4 arrivals; -1 an empty map), byte offset, map geometry
+
+
+@dataclass
+class Plan:
+    """Everything about a product that depends only on its signature."""
+
+    variant: Variant
+    params: dict[str, int]
+    spec: Spec
+    device: int
+    framework: str                  # "cupy" or "torch": what the result is, whose stream
+    shapes: Shapes
+    a: OperandPlan
+    b: OperandPlan
+    layout_c: Layout
+    output: str                     # "new", "in_place" or "staging"
+    read_c: bool
+    copy_bias: bool
+    block: tuple[int, ...] = ()
+    shared_mem: int = 0
+    chunks: tuple[Chunk, ...] = ()
+    sizes: tuple = ()               # M, N, K, the leading dimensions and batch strides
+    splits: int = 1
+    partials: int = 0               # elements of split-K's workspace, and its counters
+    arrivals: int = 0
+    acc: type = np.float32          # the accumulators' type: alpha and beta are passed so
+    c_dtype_np: Any = None          # the output's dtype, NumPy's
+    torch_c_dtype: Any = None       # ... and PyTorch's, for a PyTorch result
+    torch_device: Any = None        # the plan's GPU as PyTorch names it
+    reshape: bool = False           # the result drops a 1-D operand's dimension
+    _function: Any = field(default=None, repr=False)
+
+    @property
+    def copies(self) -> tuple[str, ...]:
+        """The operands each call copies (or pads), by name."""
+        return tuple(x.name for x in (self.a, self.b) if x.copied)
+
+    @property
+    def per_call_cupy(self) -> bool:
+        """Whether a call makes CuPy arrays of its own (copies, staging, workspace)."""
+        return bool(self.copies or self.output == "staging" or self.copy_bias
+                    or self.splits > 1 or (self.output == "new" and self.framework == "cupy"))
+
+    def kernel(self):
+        """The compiled ``cupy.RawKernel`` (compiled now unless the cache has it)."""
+        import cupy
+
+        with cupy.cuda.Device(self.device):
+            return get_kernel(self.variant.name, self.params, self.spec, self.device)
+
+    def function(self):
+        """The kernel's function on this plan's GPU, loaded once."""
+        if self._function is None:
+            import cupy
+
+            kernel = self.kernel()
+            with cupy.cuda.Device(self.device):
+                self._function = kernel.kernel
+        return self._function
+
+
+# -- the plan cache --------------------------------------------------------------------------
+class PlanCache:
+    """Plans by signature: bounded (least recently used go first) and thread-safe."""
+
+    def __init__(self, size: int = PLAN_CACHE_SIZE) -> None:
+        self.size = size
+        self._plans: OrderedDict[tuple, Plan] = OrderedDict()
+        self._lock = threading.Lock()
+        self.hits = self.misses = 0
+
+    def get(self, key: tuple) -> Plan | None:
+        with self._lock:
+            plan = self._plans.get(key)
+            if plan is None:
+                self.misses += 1
+            else:
+                self.hits += 1
+                self._plans.move_to_end(key)
+            return plan
+
+    def put(self, key: tuple, plan: Plan) -> None:
+        with self._lock:
+            self._plans[key] = plan
+            if len(self._plans) > self.size:
+                self._plans.popitem(last=False)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._plans.clear()
+
+    def __len__(self) -> int:
+        return len(self._plans)
+
+
+#: The process's plans. ``PLANS.clear()`` forgets them (the tuning file's writes do).
+PLANS = PlanCache()
+tunefile.on_change(PLANS.clear)
+
+
+def _alignment(ptr: int) -> int:
+    """The largest power of two, up to 64, that divides ``ptr``: every alignment rule
+    of the kernels (4 elements, 16 bytes, 32 for float64's groups of 4) reads only this."""
+    low = ptr & -ptr
+    return 64 if not ptr or low > 64 else low
+
+
+def array_key(x: Any) -> tuple | None:
+    """What of ``x`` decides a plan: shape, strides, dtype, the alignment of its address,
+    its GPU (and by its dtype object, its framework); None for an array of neither CuPy
+    nor PyTorch, which a call converts first."""
+    kind = framework(type(x))
+    if kind == "cupy":
+        data = x.data
+        return (x.shape, x.strides, x.dtype, _alignment(data.ptr), data.device_id)
+    if kind == "torch":
+        return (x.shape, x.stride(), x.dtype, _alignment(x.data_ptr()), x.get_device())
+    return None
+
+
+def _span(x: Any) -> tuple[int, int]:
+    if framework(type(x)) == "cupy":
+        return extent(x.data.ptr, x.shape, x.strides, x.itemsize)
+    item = x.element_size()
+    return extent(x.data_ptr(), tuple(x.shape), tuple(s * item for s in x.stride()), item)
+
+
+def call_key(a: Any, b: Any, target: Any, target_name: str, bias: Any, variant: str,
+             params: dict[str, int], activation: str | None, precision: str | None,
+             out_dtype: str | None, read_c: bool) -> tuple | None:
+    """The signature of a call, or None if an array is of neither CuPy nor PyTorch."""
+    keys = (array_key(a), array_key(b))
+    if None in keys:
+        return None
+    parts = [*keys, variant, tuple(sorted(params.items())) if params else (), activation,
+             precision, out_dtype]
+    if target is not None:
+        target_key = array_key(target)
+        if target_key is None:
+            return None
+        span = _span(target)
+        inputs = (a, b) if bias is None else (a, b, bias)
+        parts += (target_name, target_key, read_c,
+                  any(overlaps(span, _span(x)) for x in inputs))
+    if bias is not None:
+        bias_key = array_key(bias)
+        if bias_key is None:
+            return None
+        parts.append(bias_key)
+    return tuple(parts)
+
+
+# -- building a plan ---------------------------------------------------------------------
+def build(a: Any, b: Any, variant: str, target: Any, target_name: str, bias: Any,
+          activation: str | None, precision: str | None, out_dtype: str | None,
+          alpha: Any, beta: Any, params: dict[str, int]) -> tuple[Plan, tuple]:
+    """Check a call completely and plan it; returns the plan and the call's arrays as a
+    launch takes them (CuPy arrays or PyTorch tensors). Every error is raised here,
+    before anything is compiled or launched."""
+    if variant == AUTO:
+        if params:
+            raise ValueError(
+                f"variant='auto' picks its own parameters, so {sorted(params)} cannot be given; "
+                "name a variant to set them (xgemm.variants() lists the names)"
+            )
+        v = None
+    else:
+        v = get_variant(variant)
+    act = parse_activation(activation)
+    check_precision(precision)
+    check_scalar("alpha", alpha)
+    beta = check_scalar("beta", beta)
+
+    metas = (meta(a, "a"), meta(b, "b"))
+    if None not in metas:  # everything below needs no GPU
+        check_operands(*metas, v, params)
+    a, b = _native(a), _native(b)
+    ca, cb = to_cupy(a), to_cupy(b)
+    dtype, shapes = check_operands(Meta(ca.shape, ca.dtype), Meta(cb.shape, cb.dtype), v, params)
+    if precision == "tf32" and dtype != "float32":
+        raise ValueError(f"precision='tf32' lets float32 inputs run as TF32; a and b are {dtype}:"
+                         " leave precision out")
+    c_dtype = output_dtype(dtype, out_dtype, target, target_name)
+    ctarget = None
+    if target is not None:
+        ctarget = _check_target(target_name, target, shapes.out, c_dtype)
+    cbias = None
+    if bias is not None:
+        meta(bias, "bias")  # a host array: TypeError, before any conversion
+        bias = _native(bias)
+        cbias = _check_bias(bias, shapes.n, c_dtype)
+    device = one_device(a=ca, b=cb, **{target_name: ctarget}, bias=cbias)
+    read_c = target_name == "c" and beta != 0.0
+
+    import cupy
+
+    # Planned on the operands' GPU, whichever is current: a launch on one GPU with
+    # pointers into another's memory is an illegal address that breaks the CUDA context.
+    with cupy.cuda.Device(device):
+        plan = _lay_out(ca, cb, v, params, shapes, dtype, c_dtype, device, act, precision,
+                        ctarget, cbias, read_c, framework(type(a)) or "cupy")
+    return plan, (a, b, target, bias)
+
+
+def _native(x: Any) -> Any:
+    """``x`` itself if it is a CuPy array or a PyTorch tensor, else as a CuPy array."""
+    return x if framework(type(x)) else to_cupy(x)
+
+
+def _check_target(name: str, target: Any, shape: tuple[int, ...], dtype: str) -> cupy.ndarray:
+    if framework(type(target)) is None:
+        raise TypeError(f"{name} must be a CuPy array or a PyTorch CUDA tensor, got "
+                        f"{type(target).__name__}")
+    meta(target, name)  # a PyTorch CPU tensor: TypeError, a host array
+    view = to_cupy(target)
+    if view.shape != shape:
+        raise ValueError(f"{name} has shape {view.shape}; a @ b has shape {shape}")
+    if view.dtype.name != dtype:
+        raise TypeError(f"{name} has dtype {view.dtype.name}; a @ b has dtype {dtype}"
+                        + (f" (or {WIDE_OUTPUT}: out_dtype)" if dtype in NARROW else ""))
+    return view
+
+
+def _check_bias(bias: Any, n: int, dtype: str) -> cupy.ndarray:
+    """``bias`` as a CuPy array (a view, on whichever GPU it is), checked: shape (n,), and
+    the dtype of the product's output."""
+    found = meta(bias, "bias")
+    view = to_cupy(bias)
+    found = Meta(view.shape, view.dtype) if found is None else found
+    if found.shape != (n,):
+        raise ValueError(
+            f"bias has shape {found.shape}; it is added per column of the result, so it must "
+            f"have shape ({n},)"
+        )
+    if dtype_name(found.dtype) != dtype:
+        raise TypeError(f"bias has dtype {dtype_name(found.dtype)}; the product's dtype is "
+                        f"{dtype}: convert with bias.astype({dtype!r})")
+    return view
+
+
+def _choose(mats: tuple, layouts: list, shapes: Shapes, dtype: str, device: int,
+            precision: str | None) -> tuple[Variant, dict[str, int]]:
+    """``auto``: the tuned or heuristic choice, if it runs here at this precision and
+    reads both operands in place; else the heuristic without TMA, then without TF32."""
+    cc = gpu.compute_capability(device)
+    sms = gpu.multiprocessors(device)
+    read = ["col" if layout is not None and layout.col else "row" for layout in layouts]
+    tma_in_place = all(tma_ready(x.data.ptr, layout, x.itemsize)
+                       for x, layout in zip(mats, layouts, strict=True))
+
+    def fits(v: Variant) -> bool:
+        return (v.runs_on(cc) and v.precision in (None, precision)
+                and read[0] in v.a_layouts and read[1] in v.b_layouts
+                and (not v.tma or tma_in_place))
+
+    m, n, k = shapes.m, shapes.n, shapes.k
+    picks: list[Callable[[], tuple[str, dict]]] = [
+        lambda: choose(m, n, k, dtype, device, precision),
+        lambda: heuristic(m, n, k, dtype, cc, precision, sms),
+        lambda: heuristic(m, n, k, dtype, min(cc, 89), precision, sms),  # no TMA
+        lambda: heuristic(m, n, k, dtype, min(cc, 89), None, sms)]  # no TMA, no TF32: fits
+    for pick in picks:
+        name, p = pick()
+        v = get_variant(name)
+        if fits(v):
+            break
+    return v, v.resolve(p, dtype)
+
+
+def _lay_out(a: cupy.ndarray, b: cupy.ndarray, v: Variant | None, params: dict[str, int],
+             shapes: Shapes, dtype: str, c_dtype: str, device: int, act: str,
+             precision: str | None, target: cupy.ndarray | None, bias: cupy.ndarray | None,
+             read_c: bool, kind: str) -> Plan:
+    """The plan, on the current device (the operands'). Where an operand must be copied
+    or padded, the copy is made here once, to learn its layout: each call makes its own."""
+    import cupy
+
+    vectors = ("row" if shapes.a_vector else None, "col" if shapes.b_vector else None)
+    mats = tuple(x[None, :] if vec == "row" else x[:, None] if vec == "col" else x
+                 for x, vec in zip((a, b), vectors, strict=True))
+    if v is None:
+        layouts = [layout_of(x.shape, x.strides, x.itemsize) for x in mats]
+        v, p = _choose(mats, layouts, shapes, dtype, device, precision)
+    else:
+        p = v.resolve(params, dtype)
+        check_arch(v, dtype, device)
+
+    operands = []
+    for name, x, vec, rows, cols, layouts in (
+            ("a", mats[0], vectors[0], shapes.m, shapes.k, v.a_layouts),
+            ("b", mats[1], vectors[1], shapes.k, shapes.n, v.b_layouts)):
+        full_shape = (*shapes.batch, rows, cols)
+        full, layout, copied = ready_operand(x, full_shape, layouts, name, v.name)
+        padded = bool(v.tma and shapes.k > 0 and not tma_ready(full.data.ptr, layout,
+                                                               full.itemsize))
+        if padded:  # TMA reads 16-byte aligned rows: pad the rows of one that has none
+            full, layout = tma_padded(full, layout)
+        operands.append((OperandPlan(name, v.name, vec, full_shape, layouts, layout,
+                                     copied or padded, padded), full))
+    (plan_a, full_a), (plan_b, full_b) = operands
+
+    # The output, viewed as (*batch, M, N): written in place when its rows have unit
+    # stride and it shares no memory with a or b, else through a staging array.
+    if target is None:
+        full_c = cupy.empty(shapes.full, dtype=numpy_dtype(c_dtype))
+        output = "new"
+    else:
+        view = target
+        if shapes.b_vector:
+            view = view[..., None]
+        if shapes.a_vector:
+            view = view[..., None, :]
+        full_c, output = view, "in_place"
+        writable = layout_of(view.shape, view.strides, view.itemsize, ("row",), write=True)
+        span = extent(target.data.ptr, target.shape, target.strides, target.itemsize)
+        if writable is None or any(overlaps(span, extent(x.data.ptr, x.shape, x.strides,
+                                                         x.itemsize))
+                                   for x in (a, b, bias) if x is not None):
+            full_c, output = cupy.empty(shapes.full, view.dtype), "staging"
+    layout_c = layout_of(full_c.shape, full_c.strides, full_c.itemsize, ("row",), write=True)
+    if p.get("TMA_STORE") and (read_c or c_dtype != dtype
+                               or not tma_ready(full_c.data.ptr, layout_c, full_c.itemsize)):
+        p = {**p, "TMA_STORE": 0}  # TMA does not read C, widen it, or write unaligned rows
+
+    spec = Spec(dtype, plan_a.layout.col, plan_b.layout.col, bias is not None, act, read_c,
+                _flags(v, (full_a, full_b, full_c), (plan_a.layout, plan_b.layout, layout_c),
+                       shapes),
+                out_dtype=None if c_dtype == dtype else c_dtype)
+    plan = Plan(v, p, spec, device, kind, shapes, plan_a, plan_b, layout_c, output, read_c,
+                copy_bias=bias is not None and bias.strides[0] != bias.itemsize
+                and bias.size > 1)
+    plan.c_dtype_np = full_c.dtype
+    plan.reshape = shapes.out != shapes.full
+    if kind == "torch":
+        import torch
+
+        plan.torch_c_dtype = getattr(torch, c_dtype)
+        plan.torch_device = torch.device("cuda", device)
+    if shapes.m == 0 or shapes.n == 0 or shapes.count == 0:
+        return plan  # nothing to compute: no chunks
+
+    smem = check_device_limits(v, p, dtype, device)
+    plan.shared_mem = smem if v.dynamic_smem else 0
+    grid, plan.block = v.launch(p, shapes.m, shapes.n, gpu.multiprocessors(device))
+    plan.acc = np.float64 if DTYPES[dtype].acc == "double" else np.float32
+    item, c_item = a.itemsize, full_c.itemsize
+    plan.splits = splits = v.splits_of(p)
+    acc_size = np.dtype(plan.acc).itemsize
+    workspace = splits * shapes.count * shapes.m * shapes.n * acc_size
+    if splits > 1 and workspace > MAX_WORKSPACE_BYTES:
+        raise ValueError(
+            f"variant {v.name!r} with {splits} splits needs {workspace / 2**30:.1f} GiB of "
+            f"workspace for {shapes.count} output(s) of {shapes.m} x {shapes.n} (the limit is "
+            f"{MAX_WORKSPACE_BYTES / 2**30:.0f} GiB): split-K is for small outputs; use "
+            "fewer SPLITS, or 'pipelined'"
+        )
+    tiles = grid[0] * grid[1]
+    if splits > 1:
+        plan.partials = shapes.count * splits * shapes.m * shapes.n
+        plan.arrivals = shapes.count * tiles
+    la, lb = plan_a.layout, plan_b.layout
+    plan.sizes = (np.int32(shapes.m), np.int32(shapes.n), np.int32(shapes.k),
+                  np.int32(la.ld), np.int32(lb.ld), np.int32(layout_c.ld),
+                  np.int64(la.batch_stride), np.int64(lb.batch_stride),
+                  np.int64(layout_c.batch_stride))
+    per_launch = MAX_GRID[2] // splits  # products per launch: z is product x split
+    chunks = []
+    for first in range(0, shapes.count, per_launch):
+        count = min(per_launch, shapes.count - first)
+        offsets = (first * la.batch_stride * item, first * lb.batch_stride * item,
+                   first * layout_c.batch_stride * c_item)
+        extra = tuple(_extra_arg(arg, v, p, shapes, (full_a, full_b, full_c),
+                                 (la, lb, layout_c), offsets, first, count,
+                                 (splits * shapes.m * shapes.n * acc_size, tiles * 4))
+                      for arg in v.extra_args)
+        chunks.append(Chunk((*grid[:2], count * splits), offsets, extra))
+    plan.chunks = tuple(chunks)
+    return plan
+
+
+def _extra_arg(arg: str, v: Variant, p: dict[str, int], shapes: Shapes, arrays: tuple,
+               layouts: tuple, offsets: tuple, first: int, count: int,
+               workspace_bytes: tuple[int, int]) -> tuple[int, int, tuple | None]:
+    """(source, byte offset, tensor-map geometry) of one of ``v``'s extra arguments for
+    the chunk of ``count`` products from ``first``: see ``xgemm.launch``.
+    ``workspace_bytes``: split-K's partials and counters per product."""
+    if arg in ("partials", "arrivals"):
+        source = 3 if arg == "partials" else 4
+        return source, first * workspace_bytes[source - 3], None
+    operand = arg.removeprefix("tensor_map_")
+    index = "abc".index(operand)
+    box = v.tma_box(operand, p)
+    if box == 0 or (operand != "c" and shapes.k == 0):
+        return -1, 0, None  # a map the kernel does not read
+    x, layout = arrays[index], layouts[index]
+    rows, cols = ((shapes.m, shapes.k), (shapes.k, shapes.n), (shapes.m, shapes.n))[index]
+    k_contiguous = (not layout.col, layout.col, True)[index]
+    item, row = x.itemsize, 128 // x.itemsize  # row: values in a 128-byte swizzled row
+    inner, outer = (rows, cols) if layout.col else (cols, rows)
+    batched = layout.batch_stride != 0
+    stride = layout.batch_stride if batched else layout.ld * outer
+    return index, offsets[index], (
+        x.dtype.name, (inner, outer, count if batched else 1),
+        (layout.ld * item, stride * item), (row, box if k_contiguous else row, 1))
+
+
+def _flags(v: Variant, arrays: tuple, layouts: tuple, shapes: Shapes
+           ) -> tuple[tuple[str, bool], ...]:
+    """The variant's boolean specialisations for these operands: ``aligned``, in each of
+    A, B and C every group of four elements along a contiguous dimension starts at a
+    4-element boundary and lies wholly inside the matrix; ``aligned16``, the same for
+    groups of 16 bytes (C may be wider than A and B: each counts in its own elements)."""
+    extents = (shapes.m if layouts[0].col else shapes.k,
+               shapes.k if layouts[1].col else shapes.n, shapes.n)  # along each one's rows
+    flags = {}
+    for flag in v.flags:
+        if flag not in ("aligned", "aligned16"):
+            raise ValueError(f"variant {v.name!r} declares the unknown flag {flag!r}")
+        flags[flag] = all(
+            pointer(x) % (group * x.itemsize) == 0 and size % group == 0
+            and layout.ld % group == 0 and layout.batch_stride % group == 0
+            for x, layout, size in zip(arrays, layouts, extents, strict=True)
+            for group in [4 if flag == "aligned" else max(1, 16 // x.itemsize)])
+    return tuple(sorted(flags.items()))
