@@ -40,6 +40,9 @@ gelu_backward = cupy.ElementwiseKernel(
     "float du = 0.7978845608f * (1.0f + 3.0f * 0.044715f * v * v);"
     "dz = (T)((float)dy * (0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * du));",
     "xgemm_example_gelu_backward")
+loss_grad = cupy.ElementwiseKernel(  # d(0.5 ||h - target||^2 / batch) / dh
+    "T h, T target, float32 scale", "T d", "d = (T)(((float)h - (float)target) * scale);",
+    "xgemm_example_loss_grad")
 sgd = cupy.ElementwiseKernel("T grad, float32 lr", "T w", "w = (T)((float)w - lr * (float)grad);",
                              "xgemm_example_sgd")
 
@@ -64,7 +67,7 @@ def step(matmul, params, x, target, lr=1e-3):
         z = matmul(h, w, b)
         pre.append(z)
         h = gelu(z) if i < len(params) - 1 else z
-    dz = (h - target) * (1.0 / x.shape[0])  # d(0.5 ||h - target||^2 / batch)
+    dz = loss_grad(h, target, 1.0 / x.shape[0])
     grads = []
     for i in reversed(range(len(params))):
         if i < len(params) - 1:
@@ -159,13 +162,12 @@ def main() -> None:
     parser.add_argument("--dtype", choices=["float16", "bfloat16", "float32"], action="append")
     parser.add_argument("--steps", type=int, default=10)
     args = parser.parse_args()
-    rows = [compare(dtype, args.steps) for dtype in args.dtype or ["float16", "bfloat16",
-                                                                   "float32"]]
-    keys = list(rows[0])  # every dtype's row has the same columns
-    print("  ".join(keys))
-    for row in rows:
-        print("  ".join(f"{row[k]:.4g}" if isinstance(row[k], float) else str(row[k])
-                        for k in keys))
+    for i, dtype in enumerate(args.dtype or ["float16", "bfloat16", "float32"]):
+        row = compare(dtype, args.steps)
+        if i == 0:
+            print("  ".join(row))
+        print("  ".join(f"{v:.4g}" if isinstance(v, float) else str(v) for v in row.values()),
+              flush=True)
 
 
 if __name__ == "__main__":

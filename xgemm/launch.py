@@ -86,11 +86,19 @@ def external_stream(ptr: int, device: int):
         return cupy.cuda.ExternalStream(ptr, device)
 
 
-def torch_stream(device: int):
-    """PyTorch's current stream on GPU ``device``, as a CuPy stream."""
+@functools.cache
+def _torch_raw_stream() -> Any:
+    """How to ask PyTorch for its current stream's handle on a GPU: the raw query its own
+    launchers use (Triton's too), else the public one, which builds a Stream object."""
     import torch
 
-    return external_stream(torch.cuda.current_stream(device).cuda_stream, device)
+    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    return raw or (lambda device: torch.cuda.current_stream(device).cuda_stream)
+
+
+def torch_stream(device: int):
+    """PyTorch's current stream on GPU ``device``, as a CuPy stream."""
+    return external_stream(_torch_raw_stream()(device), device)
 
 
 # -- operands made ready for a kernel ---------------------------------------------------
@@ -250,7 +258,7 @@ def _launch(plan: Any, a: Any, b: Any, target: Any, bias: Any, alpha: float, bet
         ptr_bias = bias.data.ptr
     else:
         ptr_bias = pointer(bias)
-    scalars = (plan.acc(alpha), plan.acc(beta))
+    scalars = plan.unit if alpha == 1.0 and beta == 0.0 else (plan.acc(alpha), plan.acc(beta))
     ptrs = [ptr_a, ptr_b, ptr_c]
     if plan.splits > 1:  # split-K: partial products, and a counter per tile of C, zeroed
         partials = cupy.empty(plan.partials, dtype=plan.acc)
@@ -261,7 +269,9 @@ def _launch(plan: Any, a: Any, b: Any, target: Any, bias: Any, alpha: float, bet
     for chunk in plan.chunks:
         args = (np.uint64(ptr_a + chunk.offsets[0]), np.uint64(ptr_b + chunk.offsets[1]),
                 np.uint64(ptr_c + chunk.offsets[2]), *plan.sizes, np.uint64(ptr_bias),
-                *scalars, *(_extra(ptrs, *arg) for arg in chunk.extra))
+                *scalars)
+        if chunk.extra:
+            args += tuple(_extra(ptrs, *arg) for arg in chunk.extra)
         function(chunk.grid, plan.block, args, plan.shared_mem, stream)
     if staging is not None:
         view[...] = staging

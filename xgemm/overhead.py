@@ -31,22 +31,24 @@ QUEUED_SHAPES = ((1024, 1024, 1024), (16, 4096, 4096))
 DTYPES = ("float32", "float16", "bfloat16")
 
 
-def host_us(call: Callable[[], Any], calls: int = 1000, rounds: int = 5) -> float:
-    """Host microseconds per call of ``call``: the median over ``rounds`` of ``calls`` calls
-    in a row (after as many untimed ones), with the GPU synchronised between rounds."""
+def host_us(calls: dict[str, Callable[[], Any]], n: int = 1000, rounds: int = 7
+            ) -> dict[str, float]:
+    """Host microseconds per call of each of ``calls``: ``n`` calls in a row, the GPU
+    synchronised after each run of ``n``; the contenders take turns, round after round
+    (so a slow spell of the machine hits them alike), and each gets its median round.
+    One untimed round first."""
     import cupy
 
-    for _ in range(calls):
-        call()
-    cupy.cuda.Device().synchronize()
-    times = []
-    for _ in range(rounds):
-        start = time.perf_counter()
-        for _ in range(calls):
-            call()
-        times.append((time.perf_counter() - start) / calls * 1e6)
-        cupy.cuda.Device().synchronize()
-    return statistics.median(times)
+    times: dict[str, list[float]] = {name: [] for name in calls}
+    for r in range(rounds + 1):
+        for name, call in calls.items():
+            start = time.perf_counter()
+            for _ in range(n):
+                call()
+            if r:
+                times[name].append((time.perf_counter() - start) / n * 1e6)
+            cupy.cuda.Device().synchronize()
+    return {name: statistics.median(t) for name, t in times.items()}
 
 
 def queued_ms(call: Callable[[], Any], calls: int = 50, rounds: int = 7,
@@ -86,10 +88,10 @@ def _inputs(m: int, n: int, k: int, batch: int, dtype: str):
     return (a, b, out), tuple(torch.from_dlpack(x) for x in (a, b, out))
 
 
-def host_rows(calls: int = 1000, rounds: int = 5) -> list[dict[str, Any]]:
-    """Host microseconds per call, per dtype, shape, with or without ``out=``, and input
-    framework: xgemm (auto, its plan cached) on CuPy arrays and on PyTorch tensors, beside
-    cupy.matmul and torch.matmul on the same values."""
+def host_rows(calls: int = 1000, rounds: int = 7) -> list[dict[str, Any]]:
+    """Host microseconds per call, per dtype, shape and with or without ``out=``: xgemm
+    (auto, its plan cached) on CuPy arrays and on PyTorch tensors, beside cupy.matmul and
+    torch.matmul on the same values, all measured in turns."""
     import cupy
 
     import xgemm
@@ -99,25 +101,31 @@ def host_rows(calls: int = 1000, rounds: int = 5) -> list[dict[str, Any]]:
         for m, n, k, batch in HOST_SHAPES:
             cupy_arrays, torch_arrays = _inputs(m, n, k, batch, dtype)
             for with_out in (False, True):
-                row = {"dtype": dtype, "out": with_out,
-                       "shape": f"{batch}x{m}x{n}x{k}" if batch > 1 else f"{m}x{n}x{k}"}
-                for label, arrays, baseline in (("cupy", cupy_arrays, cupy.matmul),
-                                                ("torch", torch_arrays, None)):
+                contenders = {}
+                for label, arrays in (("cupy", cupy_arrays), ("torch", torch_arrays)):
                     if arrays is None:
                         continue
                     a, b, out = arrays
                     kw = {"out": out} if with_out else {}
-                    row[f"xgemm_{label}_us"] = host_us(
-                        lambda a=a, b=b, kw=kw: xgemm.matmul(a, b, **kw), calls, rounds)
-                    if baseline is None:
+                    contenders[f"xgemm_{label}_us"] = (
+                        lambda a=a, b=b, kw=kw: xgemm.matmul(a, b, **kw))
+                    if label == "torch":
                         import torch
 
                         baseline = torch.matmul
-                    try:
-                        row[f"{label}.matmul_us"] = host_us(
-                            lambda a=a, b=b, kw=kw, f=baseline: f(a, b, **kw), calls, rounds)
-                    except (TypeError, NotImplementedError):  # CuPy: no batched bfloat16
-                        row[f"{label}.matmul_us"] = None
+                    else:
+                        baseline = cupy.matmul
+                        try:
+                            baseline(a, b, **kw)
+                        except (TypeError, NotImplementedError):  # no batched bfloat16
+                            continue
+                    contenders[f"{label}.matmul_us"] = (
+                        lambda a=a, b=b, kw=kw, f=baseline: f(a, b, **kw))
+                row = {"dtype": dtype, "out": with_out,
+                       "shape": f"{batch}x{m}x{n}x{k}" if batch > 1 else f"{m}x{n}x{k}",
+                       "xgemm_cupy_us": None, "cupy.matmul_us": None,
+                       "xgemm_torch_us": None, "torch.matmul_us": None}
+                row.update(host_us(contenders, calls, rounds))
                 rows.append(row)
     return rows
 

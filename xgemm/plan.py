@@ -149,6 +149,7 @@ class Plan:
     partials: int = 0               # elements of split-K's workspace, and its counters
     arrivals: int = 0
     acc: type = np.float32          # the accumulators' type: alpha and beta are passed so
+    unit: tuple = ()                # alpha = 1, beta = 0 in that type (matmul's)
     c_dtype_np: Any = None          # the output's dtype, NumPy's
     torch_c_dtype: Any = None       # ... and PyTorch's, for a PyTorch result
     torch_device: Any = None        # the plan's GPU as PyTorch names it
@@ -468,6 +469,7 @@ def _lay_out(a: cupy.ndarray, b: cupy.ndarray, v: Variant | None, params: dict[s
     plan.shared_mem = smem if v.dynamic_smem else 0
     grid, plan.block = v.launch(p, shapes.m, shapes.n, gpu.multiprocessors(device))
     plan.acc = np.float64 if DTYPES[dtype].acc == "double" else np.float32
+    plan.unit = (plan.acc(1.0), plan.acc(0.0))
     item, c_item = a.itemsize, full_c.itemsize
     plan.splits = splits = v.splits_of(p)
     acc_size = np.dtype(plan.acc).itemsize
