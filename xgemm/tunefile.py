@@ -163,7 +163,7 @@ class TuneCache:
             raise
 
 
-_caches: dict[Path, TuneCache] = {}
+_caches: dict[str | None, TuneCache] = {}  # by $XGEMM_TUNE_CACHE as it was read
 _listeners: list[Callable[[], None]] = []
 
 
@@ -179,8 +179,10 @@ def _changed() -> None:
 
 
 def tune_cache() -> TuneCache:
-    """The tuning file in use (read once per path and process)."""
-    path = cache_path()
-    if path not in _caches:
-        _caches[path] = TuneCache(path)
-    return _caches[path]
+    """The tuning file in use (read once per path and process; looked up by the
+    environment variable's text, so a lookup builds no path)."""
+    override = os.environ.get(CACHE_ENV)
+    found = _caches.get(override)
+    if found is None:
+        found = _caches[override] = TuneCache(cache_path())
+    return found
