@@ -163,9 +163,10 @@ class Plan:
 
     @property
     def per_call_cupy(self) -> bool:
-        """Whether a call makes CuPy arrays of its own (copies, staging, workspace)."""
+        """Whether a call makes CuPy arrays besides its output (copies, staging, split-K's
+        workspace): for PyTorch inputs, those go on PyTorch's stream."""
         return bool(self.copies or self.output == "staging" or self.copy_bias
-                    or self.splits > 1 or (self.output == "new" and self.framework == "cupy"))
+                    or self.splits > 1)
 
     def kernel(self):
         """The compiled ``cupy.RawKernel`` (compiled now unless the cache has it)."""
