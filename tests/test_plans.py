@@ -48,6 +48,27 @@ def test_heuristic_sizes_tiles_by_the_gpus_multiprocessors():
     assert heuristic(2048, 2048, 2048, sms=16)[1]["BN"] == 256
     assert heuristic(1024, 1024, 1024, "float16", 90, sms=132)[1]["BN"] == 128
     assert heuristic(1024, 1024, 1024, "float16", 90, sms=16)[1]["BN"] == 256
+    # 1024^2 in 128 x 128 tiles is 64: under 1.5 per SM of 132, so 64 x 128 tiles
+    assert heuristic(1024, 1024, 1024, sms=132)[1]["BM"] == 64
+    assert heuristic(1024, 1024, 1024, sms=16)[1]["BM"] == 128
+    # a few rows: one m64 warpgroup, whatever the SM count
+    assert heuristic(16, 4096, 4096, "float16", 90)[1]["BM"] == 64
+
+
+def test_by_value_arguments_hold_their_values_at_their_alignment():
+    pytest.importorskip("cupy", reason="the arguments are CuPy's CPointer objects")
+    import ctypes
+
+    import numpy as np
+
+    from xgemm.launch import packed
+
+    values = (np.int32(-7), np.float64(0.5), np.int32(3), np.int64(2**40), np.float32(2.5))
+    args = packed(values)
+    kinds = (ctypes.c_int32, ctypes.c_double, ctypes.c_int32, ctypes.c_int64, ctypes.c_float)
+    assert [kind.from_address(arg.ptr).value for kind, arg in zip(kinds, args, strict=True)
+            ] == [-7, 0.5, 3, 2**40, 2.5]
+    assert all(arg.ptr % value.itemsize == 0 for arg, value in zip(args, values, strict=True))
 
 
 # -- on the GPU ------------------------------------------------------------------------------
@@ -130,6 +151,27 @@ def test_what_changes_the_kernel_or_its_arguments_changes_the_plan(rng, counted)
     assert frobenius_error(overlapping, expected) < TOLERANCE["float32"]
     assert counted() == (0, 2)
     assert cupy.cuda.runtime.getDevice() == 0
+
+
+@gpu
+def test_a_plan_reuses_its_arguments_only_for_the_same_addresses_and_scalars(rng):
+    """A plan keeps the last call's launch arguments for the next call with the same
+    addresses, alpha and beta: other arrays, another alpha, values changed in place, and
+    an output the memory pool hands back each get the right answer, TMA maps included."""
+    import cupy
+
+    for name, dtype in (("vectorized", "float32"), ("wgmma", "float16")):
+        if name == "wgmma" and cupy.cuda.Device().compute_capability != "90":
+            continue
+        a, b = rng.matrix(96, 64, dtype=dtype), rng.matrix(64, 80, dtype=dtype)
+        c = poisoned(96, 80, dtype=dtype)
+        for alpha in (1.0, 1.0, -2.0, -2.0, 1.0):
+            a[:3] = rng.matrix(3, 64, dtype=dtype)  # new values, the same address
+            xgemm.gemm(a, b, c, alpha=alpha, variant=name)
+            assert frobenius_error(c, alpha * (f64(a) @ f64(b))) < TOLERANCE[dtype]
+        for _ in range(3):  # new inputs; a freed output's address comes back from the pool
+            a, b = rng.matrix(96, 64, dtype=dtype), rng.matrix(64, 80, dtype=dtype)
+            assert relative_error(xgemm.matmul(a, b, variant=name), a, b) < TOLERANCE[dtype]
 
 
 @gpu

@@ -10,10 +10,12 @@ GPU or copies between host and device.
 
 from __future__ import annotations
 
+import ctypes
 import functools
 import threading
 import warnings
 from collections import OrderedDict
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -165,16 +167,63 @@ def tma_padded(x: cupy.ndarray, layout: Layout) -> tuple[cupy.ndarray, Layout]:
     return view, Layout(layout.col, padded.shape[-1], found.batch_stride)  # ld even of 1 row
 
 
+# -- kernel arguments, as CuPy's launch takes them -----------------------------------------
+def by_value(owner: Any, address: int) -> Any:
+    """A kernel argument passed by value: the bytes at ``address``, which lie inside
+    ``owner`` (kept alive with the argument). CuPy's launch takes any ``CPointer`` as it
+    is, so an argument made once (a plan's sizes, a tensor map) costs nothing per call,
+    where a NumPy scalar is converted again on every launch."""
+    return _held_type()(owner, address)
+
+
+@functools.cache
+def _held_type() -> type:
+    from cupy.cuda.function import CPointer
+
+    class Held(CPointer):
+        """CuPy's pointer to an argument's bytes, and what holds those bytes."""
+
+        def __init__(self, owner: Any, address: int) -> None:
+            super().__init__(address)
+            self.owner = owner
+
+    return Held
+
+
+@functools.cache
+def _address_type() -> type:
+    """CuPy's by-value 64-bit integer argument (a device address)."""
+    from cupy.cuda.function import CIntptr
+
+    return CIntptr
+
+
+def packed(values: tuple) -> tuple:
+    """NumPy scalars as by-value kernel arguments, packed once into one host buffer.
+
+    >>> args = packed((np.int32(7), np.float64(0.5)))  # doctest: +SKIP
+    """
+    data, offsets = bytearray(), []
+    for value in values:
+        data += bytes(-len(data) % value.itemsize)  # each at its natural alignment
+        offsets.append(len(data))
+        data += value.tobytes()
+    buffer = ctypes.create_string_buffer(bytes(data), max(len(data), 8))
+    base = ctypes.addressof(buffer)
+    return tuple(by_value(buffer, base + offset) for offset in offsets)
+
+
 # -- TMA tensor maps, by address and geometry ---------------------------------------------
-_maps: OrderedDict[tuple, np.ndarray] = OrderedDict()
+_maps: OrderedDict[tuple, Any] = OrderedDict()
 _maps_lock = threading.Lock()
 
 
 def tensor_map(address: int, dtype: str, dims: tuple[int, ...], strides: tuple[int, ...],
-               box: tuple[int, ...]) -> np.ndarray:
-    """``xgemm.tma.tensor_map``, encoded once per address and geometry: a call on the same
-    arrays (a weight, an output the memory pool hands back) reuses the map, a map is
-    128 bytes of host memory, and the driver's encoding is the costly part."""
+               box: tuple[int, ...]) -> Any:
+    """``xgemm.tma.tensor_map`` as a kernel argument, encoded once per address and
+    geometry: a call on the same arrays (a weight, an output the memory pool hands back)
+    reuses the map, a map is 128 bytes of host memory, and the driver's encoding is the
+    costly part."""
     key = (address, dtype, dims, strides, box)
     with _maps_lock:
         found = _maps.get(key)
@@ -184,6 +233,7 @@ def tensor_map(address: int, dtype: str, dims: tuple[int, ...], strides: tuple[i
     from .tma import tensor_map as encode
 
     made = encode(address, dtype, dims, strides, box)
+    made = by_value(made, made.ctypes.data)
     with _maps_lock:
         _maps[key] = made
         if len(_maps) > TENSOR_MAP_CACHE_SIZE:
@@ -191,27 +241,40 @@ def tensor_map(address: int, dtype: str, dims: tuple[int, ...], strides: tuple[i
     return made
 
 
-#: The map of an operand a kernel does not read (K = 0; C without TMA_STORE).
-EMPTY_MAP = np.zeros(1, dtype=np.dtype((np.void, 128)))
+@functools.cache
+def empty_map() -> Any:
+    """The map of an operand a kernel does not read (K = 0; C without TMA_STORE)."""
+    zeros = np.zeros(1, dtype=np.dtype((np.void, 128)))
+    return by_value(zeros, zeros.ctypes.data)
 
 
 # -- one call ------------------------------------------------------------------------------
+_current_device: Callable[[], int] | None = None
+
+
 def run(plan: Any, a: Any, b: Any, target: Any, bias: Any, alpha: float, beta: float) -> Any:
     """Launch ``plan`` on this call's arrays (CuPy arrays or PyTorch tensors of the plan's
     signature) with ``alpha`` and ``beta``; returns the result (``target`` when given).
     Runs on the plan's GPU, whichever is current, and on the current stream of the
     framework the plan was made for."""
+    global _current_device
+    if _current_device is None:
+        import cupy
+
+        _current_device = cupy.cuda.runtime.getDevice
+    if _current_device() == plan.device:
+        return _run(plan, a, b, target, bias, alpha, beta)
     import cupy
 
-    if cupy.cuda.runtime.getDevice() == plan.device:
-        return _run(plan, a, b, target, bias, alpha, beta)
     with cupy.cuda.Device(plan.device):
         return _run(plan, a, b, target, bias, alpha, beta)
 
 
 def _run(plan: Any, a: Any, b: Any, target: Any, bias: Any, alpha: float, beta: float) -> Any:
-    stream = torch_stream(plan.device) if plan.framework == "torch" else None
-    if plan.per_call_cupy and stream is not None:
+    if plan.framework != "torch":
+        return _launch(plan, a, b, target, bias, alpha, beta, None)
+    stream = torch_stream(plan.device)
+    if plan.per_call_cupy:
         with stream:  # CuPy's copies and workspaces on PyTorch's stream
             return _launch(plan, a, b, target, bias, alpha, beta, stream)
     return _launch(plan, a, b, target, bias, alpha, beta, stream)
@@ -222,19 +285,20 @@ def _launch(plan: Any, a: Any, b: Any, target: Any, bias: Any, alpha: float, bet
     import cupy
 
     keep = []  # this call's own arrays, alive until their kernels are queued
-    ptr_a = _operand_pointer(plan.a, a, keep)
-    ptr_b = _operand_pointer(plan.b, b, keep)
-    result = staging = view = None
+    ptr_a = _copy_pointer(plan.a, a, keep) if plan.a.copied else pointer(a)
+    ptr_b = _copy_pointer(plan.b, b, keep) if plan.b.copied else pointer(b)
+    staging = view = None
     if plan.output == "new":
         if plan.framework == "torch":
             import torch
 
             full = torch.empty(plan.shapes.full, dtype=plan.torch_c_dtype,
                                device=plan.torch_device)
+            ptr_c = full.data_ptr()
         else:
-            full = cupy.empty(plan.shapes.full, dtype=plan.c_dtype_np)
+            full = cupy.ndarray(plan.shapes.full, plan.c_dtype_np)
+            ptr_c = full.data.ptr
         result = full.reshape(plan.shapes.out) if plan.reshape else full
-        ptr_c = pointer(full)
     else:
         result = target
         if plan.output == "in_place":
@@ -258,41 +322,62 @@ def _launch(plan: Any, a: Any, b: Any, target: Any, bias: Any, alpha: float, bet
         ptr_bias = bias.data.ptr
     else:
         ptr_bias = pointer(bias)
-    scalars = plan.unit if alpha == 1.0 and beta == 0.0 else (plan.acc(alpha), plan.acc(beta))
-    ptrs = [ptr_a, ptr_b, ptr_c]
+    ptrs = (ptr_a, ptr_b, ptr_c)
     if plan.splits > 1:  # split-K: partial products, and a counter per tile of C, zeroed
         partials = cupy.empty(plan.partials, dtype=plan.acc)
         arrivals = cupy.zeros(plan.arrivals, dtype=np.uint32)
         keep += (partials, arrivals)
         ptrs += (partials.data.ptr, arrivals.data.ptr)
+    # The arguments of the last call that had these addresses and scalars are these too:
+    # a loop over the same arrays (and the outputs the memory pool hands back) builds
+    # them once.
+    memo_key = (ptrs, ptr_bias, alpha, beta)
+    memo = plan.last_args
+    if memo is not None and memo[0] == memo_key:
+        arguments = memo[1]
+    else:
+        arguments = _arguments(plan, ptrs, ptr_bias, alpha, beta)
+        plan.last_args = (memo_key, arguments)
     function = plan.function()
-    for chunk in plan.chunks:
-        args = (np.uint64(ptr_a + chunk.offsets[0]), np.uint64(ptr_b + chunk.offsets[1]),
-                np.uint64(ptr_c + chunk.offsets[2]), *plan.sizes, np.uint64(ptr_bias),
-                *scalars)
-        if chunk.extra:
-            args += tuple(_extra(ptrs, *arg) for arg in chunk.extra)
+    for chunk, args in zip(plan.chunks, arguments, strict=True):
         function(chunk.grid, plan.block, args, plan.shared_mem, stream)
     if staging is not None:
         view[...] = staging
     return result
 
 
-def _extra(ptrs: list[int], source: int, offset: int, geometry: tuple | None) -> Any:
+def _arguments(plan: Any, ptrs: tuple[int, ...], ptr_bias: int, alpha: float, beta: float
+               ) -> tuple[tuple, ...]:
+    """Each launch's kernel arguments: A, B, C, the plan's sizes, bias, alpha, beta, and
+    the variant's extras (``Variant.extra_args``), as CuPy's launch takes them."""
+    address = _address_type()
+    if alpha == 1.0 and beta == 0.0:
+        scalars = plan.unit
+    else:
+        scalars = packed((plan.acc(alpha), plan.acc(beta)))
+    bias_arg = (address(ptr_bias),)
+    arguments = []
+    for chunk in plan.chunks:
+        args = (address(ptrs[0] + chunk.offsets[0]), address(ptrs[1] + chunk.offsets[1]),
+                address(ptrs[2] + chunk.offsets[2]), *plan.sizes, *bias_arg, *scalars)
+        if chunk.extra:
+            args += tuple(_extra(ptrs, *arg) for arg in chunk.extra)
+        arguments.append(args)
+    return tuple(arguments)
+
+
+def _extra(ptrs: tuple[int, ...], source: int, offset: int, geometry: tuple | None) -> Any:
     """One of a variant's extra arguments (``Variant.extra_args``): a workspace pointer,
     or a tensor map of A, B or C (empty where the kernel reads none: source -1)."""
     if source < 0:
-        return EMPTY_MAP
+        return empty_map()
     if geometry is None:
-        return np.uint64(ptrs[source] + offset)
+        return _address_type()(ptrs[source] + offset)
     return tensor_map(ptrs[source] + offset, *geometry)
 
-
-def _operand_pointer(prep: Any, x: Any, keep: list) -> int:
-    """The address the kernel reads operand ``x`` at: its own, or (where the plan says it
-    must be copied or padded) that of this call's copy."""
-    if not prep.copied:
-        return pointer(x)
+def _copy_pointer(prep: Any, x: Any, keep: list) -> int:
+    """The address of this call's copy of operand ``x``, for a plan that says it must be
+    copied or padded (kept alive in ``keep``)."""
     full, layout, _ = ready_operand(prep.matrices(to_cupy(x)), prep.full_shape, prep.layouts,
                                     prep.name, prep.variant)
     if prep.padded:

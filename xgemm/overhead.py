@@ -7,7 +7,8 @@ Host time: ``calls`` calls in a row with no synchronisation between them (the GP
 up: each kernel is a few microseconds), over the host clock; the median of ``rounds``.
 Queued time: ``calls`` calls between two CUDA events, over ``calls``: what a loop of such
 products takes, host and GPU together; the median of ``rounds``. Kernel time: CUDA
-events around each single call of a prepared launch, as ``xgemm bench`` times it.
+events around each single call of a prepared launch, the GPU held busy while the host
+makes the call (``xgemm.bench.time_launches``), so it is the GPU's time alone.
 
 Example:
     >>> from xgemm import overhead
@@ -31,7 +32,7 @@ QUEUED_SHAPES = ((1024, 1024, 1024), (16, 4096, 4096))
 DTYPES = ("float32", "float16", "bfloat16")
 
 
-def host_us(calls: dict[str, Callable[[], Any]], n: int = 1000, rounds: int = 7
+def host_us(calls: dict[str, Callable[[], Any]], n: int = 1000, rounds: int = 11
             ) -> dict[str, float]:
     """Host microseconds per call of each of ``calls``: ``n`` calls in a row, the GPU
     synchronised after each run of ``n``; the contenders take turns, round after round
@@ -88,7 +89,7 @@ def _inputs(m: int, n: int, k: int, batch: int, dtype: str):
     return (a, b, out), tuple(torch.from_dlpack(x) for x in (a, b, out))
 
 
-def host_rows(calls: int = 1000, rounds: int = 7) -> list[dict[str, Any]]:
+def host_rows(calls: int = 1000, rounds: int = 11) -> list[dict[str, Any]]:
     """Host microseconds per call, per dtype, shape and with or without ``out=``: xgemm
     (auto, its plan cached) on CuPy arrays and on PyTorch tensors, beside cupy.matmul and
     torch.matmul on the same values, all measured in turns."""

@@ -41,7 +41,7 @@ from .checks import (
 )
 from .choice import choose, heuristic
 from .compile import get_kernel
-from .launch import framework, pointer, ready_operand, tma_padded, tma_ready, to_cupy
+from .launch import framework, packed, pointer, ready_operand, tma_padded, tma_ready, to_cupy
 from .registry import (
     DTYPES,
     MAX_GRID,
@@ -144,17 +144,21 @@ class Plan:
     block: tuple[int, ...] = ()
     shared_mem: int = 0
     chunks: tuple[Chunk, ...] = ()
-    sizes: tuple = ()               # M, N, K, the leading dimensions and batch strides
+    sizes: tuple = ()               # M, N, K, the leading dimensions and batch strides,
+    #                                 packed once as by-value kernel arguments
     splits: int = 1
     partials: int = 0               # elements of split-K's workspace, and its counters
     arrivals: int = 0
     acc: type = np.float32          # the accumulators' type: alpha and beta are passed so
-    unit: tuple = ()                # alpha = 1, beta = 0 in that type (matmul's)
+    unit: tuple = ()                # alpha = 1, beta = 0 in that type (matmul's), packed
     c_dtype_np: Any = None          # the output's dtype, NumPy's
     torch_c_dtype: Any = None       # ... and PyTorch's, for a PyTorch result
     torch_device: Any = None        # the plan's GPU as PyTorch names it
     reshape: bool = False           # the result drops a 1-D operand's dimension
     _function: Any = field(default=None, repr=False)
+    # The last call's addresses and scalars, and its launches' arguments: a call with the
+    # same ones reuses them (``xgemm.launch``). Replaced whole, so threads may share it.
+    last_args: tuple | None = field(default=None, repr=False)
 
     @property
     def copies(self) -> tuple[str, ...]:
@@ -227,9 +231,13 @@ tunefile.on_change(PLANS.clear)
 
 def _alignment(ptr: int) -> int:
     """The largest power of two, up to 64, that divides ``ptr``: every alignment rule
-    of the kernels (4 elements, 16 bytes, 32 for float64's groups of 4) reads only this."""
-    low = ptr & -ptr
-    return 64 if not ptr or low > 64 else low
+    of the kernels (4 elements, 16 bytes, 32 for float64's groups of 4) reads only this.
+
+    >>> _alignment(0x7f0000000040), _alignment(0x7f0000000106), _alignment(0)
+    (64, 2, 64)
+    """
+    capped = ptr | 64
+    return capped & -capped
 
 
 def array_key(x: Any) -> tuple | None:
@@ -239,9 +247,11 @@ def array_key(x: Any) -> tuple | None:
     kind = framework(type(x))
     if kind == "cupy":
         data = x.data
-        return (x.shape, x.strides, x.dtype, _alignment(data.ptr), data.device_id)
+        capped = data.ptr | 64  # the alignment, as _alignment: inline, this runs per call
+        return (x.shape, x.strides, x.dtype, capped & -capped, data.device_id)
     if kind == "torch":
-        return (x.shape, x.stride(), x.dtype, _alignment(x.data_ptr()), x.get_device())
+        capped = x.data_ptr() | 64
+        return (x.shape, x.stride(), x.dtype, capped & -capped, x.get_device())
     return None
 
 
@@ -256,25 +266,24 @@ def call_key(a: Any, b: Any, target: Any, target_name: str, bias: Any, variant: 
              params: dict[str, int], activation: str | None, precision: str | None,
              out_dtype: str | None, read_c: bool) -> tuple | None:
     """The signature of a call, or None if an array is of neither CuPy nor PyTorch."""
-    keys = (array_key(a), array_key(b))
-    if None in keys:
+    key = (array_key(a), array_key(b), variant,
+           tuple(sorted(params.items())) if params else (), activation, precision, out_dtype)
+    if key[0] is None or key[1] is None:
         return None
-    parts = [*keys, variant, tuple(sorted(params.items())) if params else (), activation,
-             precision, out_dtype]
     if target is not None:
         target_key = array_key(target)
         if target_key is None:
             return None
         span = _span(target)
         inputs = (a, b) if bias is None else (a, b, bias)
-        parts += (target_name, target_key, read_c,
-                  any(overlaps(span, _span(x)) for x in inputs))
+        key += (target_name, target_key, read_c,
+                any(overlaps(span, _span(x)) for x in inputs))
     if bias is not None:
         bias_key = array_key(bias)
         if bias_key is None:
             return None
-        parts.append(bias_key)
-    return tuple(parts)
+        key += (bias_key,)
+    return key
 
 
 # -- building a plan ---------------------------------------------------------------------
@@ -470,7 +479,6 @@ def _lay_out(a: cupy.ndarray, b: cupy.ndarray, v: Variant | None, params: dict[s
     plan.shared_mem = smem if v.dynamic_smem else 0
     grid, plan.block = v.launch(p, shapes.m, shapes.n, gpu.multiprocessors(device))
     plan.acc = np.float64 if DTYPES[dtype].acc == "double" else np.float32
-    plan.unit = (plan.acc(1.0), plan.acc(0.0))
     item, c_item = a.itemsize, full_c.itemsize
     plan.splits = splits = v.splits_of(p)
     acc_size = np.dtype(plan.acc).itemsize
@@ -487,10 +495,12 @@ def _lay_out(a: cupy.ndarray, b: cupy.ndarray, v: Variant | None, params: dict[s
         plan.partials = shapes.count * splits * shapes.m * shapes.n
         plan.arrivals = shapes.count * tiles
     la, lb = plan_a.layout, plan_b.layout
-    plan.sizes = (np.int32(shapes.m), np.int32(shapes.n), np.int32(shapes.k),
-                  np.int32(la.ld), np.int32(lb.ld), np.int32(layout_c.ld),
-                  np.int64(la.batch_stride), np.int64(lb.batch_stride),
-                  np.int64(layout_c.batch_stride))
+    fixed = packed((
+        np.int32(shapes.m), np.int32(shapes.n), np.int32(shapes.k),
+        np.int32(la.ld), np.int32(lb.ld), np.int32(layout_c.ld),
+        np.int64(la.batch_stride), np.int64(lb.batch_stride), np.int64(layout_c.batch_stride),
+        plan.acc(1.0), plan.acc(0.0)))
+    plan.sizes, plan.unit = fixed[:9], fixed[9:]
     per_launch = MAX_GRID[2] // splits  # products per launch: z is product x split
     chunks = []
     for first in range(0, shapes.count, per_launch):
