@@ -375,6 +375,7 @@ def _extra(ptrs: tuple[int, ...], source: int, offset: int, geometry: tuple | No
         return _address_type()(ptrs[source] + offset)
     return tensor_map(ptrs[source] + offset, *geometry)
 
+
 def _copy_pointer(prep: Any, x: Any, keep: list) -> int:
     """The address of this call's copy of operand ``x``, for a plan that says it must be
     copied or padded (kept alive in ``keep``)."""

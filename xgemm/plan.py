@@ -247,11 +247,9 @@ def array_key(x: Any) -> tuple | None:
     kind = framework(type(x))
     if kind == "cupy":
         data = x.data
-        capped = data.ptr | 64  # the alignment, as _alignment: inline, this runs per call
-        return (x.shape, x.strides, x.dtype, capped & -capped, data.device_id)
+        return (x.shape, x.strides, x.dtype, _alignment(data.ptr), data.device_id)
     if kind == "torch":
-        capped = x.data_ptr() | 64
-        return (x.shape, x.stride(), x.dtype, capped & -capped, x.get_device())
+        return (x.shape, x.stride(), x.dtype, _alignment(x.data_ptr()), x.get_device())
     return None
 
 
