@@ -55,6 +55,20 @@ def test_heuristic_sizes_tiles_by_the_gpus_multiprocessors():
     assert heuristic(16, 4096, 4096, "float16", 90)[1]["BM"] == 64
 
 
+def test_a_variant_declares_which_operands_auto_transposes_first():
+    v = xgemm.get_variant("pipelined")
+    p = v.resolve({"BM": 64, "BN": 128, "WM": 32, "WN": 64, "STAGES": 2})
+    # A: where the grid has at most two tiles per SM (128 of 64 x 128 at 1024^2)
+    assert v.transposed_into("a", p, 1024, 1024, 1024) == "col"
+    assert v.transposed_into("a", p, 4096, 4096, 4096) is None
+    # B: from 1024 rows of C on
+    assert [v.transposed_into("b", p, m, 4096, 4096) for m in (1024, 1023)] == ["row", None]
+    assert xgemm.get_variant("wgmma").transposed_into("b", {}, 4096, 4096, 4096) is None
+    with pytest.raises(ValueError, match="transpose_first takes 'a' or 'b' into 'row' or 'col'"):
+        Variant(name="x", template="gemm/03_tiled.cu.j2", adds="", defaults={}, space={},
+                constraints=[], block=("1",), grid=("1",), transpose_first={"c": ("row", "1")})
+
+
 def test_by_value_arguments_hold_their_values_at_their_alignment():
     pytest.importorskip("cupy", reason="the arguments are CuPy's CPointer objects")
     import ctypes
@@ -172,6 +186,33 @@ def test_a_plan_reuses_its_arguments_only_for_the_same_addresses_and_scalars(rng
         for _ in range(3):  # new inputs; a freed output's address comes back from the pool
             a, b = rng.matrix(96, 64, dtype=dtype), rng.matrix(64, 80, dtype=dtype)
             assert relative_error(xgemm.matmul(a, b, variant=name), a, b) < TOLERANCE[dtype]
+
+
+@gpu
+@pytest.mark.parametrize("m, n, k", [(1024, 1024, 96), (1031, 1029, 67)])
+def test_auto_transposes_an_operand_into_its_fast_layout_first(rng, m, n, k):
+    """auto on float32: a row-major a (where the grid has few tiles) and a column-major b
+    (from 1024 rows of C) are copied by the transpose kernel first and named in copies;
+    the product is right with the epilogue and with beta, aligned or not; a named
+    variant reads them in place."""
+    import cupy
+
+    a, w = rng.matrix(m, k), rng.matrix(n, k)  # b = w.T: column-major
+    bias = rng.array((n,))
+    launch = xgemm.prepare(a, w.T, bias=bias, activation="relu")
+    assert (launch.variant.name, launch.copies) == ("pipelined", ("a", "b"))
+    assert launch.layouts[0].col and not launch.layouts[1].col
+    out = launch()
+    expected = cupy.maximum(f64(a) @ f64(w).T + f64(bias), 0)
+    assert frobenius_error(out, expected) < TOLERANCE["float32"]
+    c = rng.matrix(m, n)
+    expected = 2 * (f64(a) @ f64(w).T) - 0.5 * f64(c)
+    xgemm.gemm(a, w.T, c, alpha=2.0, beta=-0.5)
+    assert frobenius_error(c, expected) < TOLERANCE["float32"]
+    assert xgemm.prepare(a, w.T, "pipelined").copies == ()
+    b = rng.matrix(k, n)  # row-major: read in place, a still copied
+    assert xgemm.prepare(a, b).copies == ("a",)
+    assert relative_error(xgemm.matmul(a, b, out=poisoned(m, n)), a, b) < TOLERANCE["float32"]
 
 
 @gpu

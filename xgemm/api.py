@@ -82,7 +82,10 @@ def matmul(a: Any, b: Any, variant: str = DEFAULT_VARIANT, out: Any = None,
     F-ordered, transposed views ``w.T``, slices of larger arrays) is read in place, by
     a kernel specialised for its layout. Only operands with no unit stride there (a step
     slice, negative strides), or whose batch dimensions no single stride can walk, are
-    copied once; ``prepare(...).copies`` names them.
+    copied once; ``prepare(...).copies`` names them. For large exact float32 products
+    ``auto`` also copies a row-major ``a`` or a column-major ``b`` (such as ``w.T``) into
+    the layout its kernel reads fastest, by xgemm's transpose kernel, where that measured
+    faster (``Variant.transpose_first``); a variant named in the call reads them in place.
 
     Devices and streams: the product runs on the GPU the arrays are on, whichever is
     current, and on the current stream of the inputs' framework there: CuPy's for CuPy

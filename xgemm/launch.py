@@ -285,8 +285,8 @@ def _launch(plan: Any, a: Any, b: Any, target: Any, bias: Any, alpha: float, bet
     import cupy
 
     keep = []  # this call's own arrays, alive until their kernels are queued
-    ptr_a = _copy_pointer(plan.a, a, keep) if plan.a.copied else pointer(a)
-    ptr_b = _copy_pointer(plan.b, b, keep) if plan.b.copied else pointer(b)
+    ptr_a = _copy_pointer(plan.a, a, keep, stream) if plan.a.copied else pointer(a)
+    ptr_b = _copy_pointer(plan.b, b, keep, stream) if plan.b.copied else pointer(b)
     staging = view = None
     if plan.output == "new":
         if plan.framework == "torch":
@@ -376,9 +376,19 @@ def _extra(ptrs: tuple[int, ...], source: int, offset: int, geometry: tuple | No
     return tensor_map(ptrs[source] + offset, *geometry)
 
 
-def _copy_pointer(prep: Any, x: Any, keep: list) -> int:
+def _copy_pointer(prep: Any, x: Any, keep: list, stream: Any) -> int:
     """The address of this call's copy of operand ``x``, for a plan that says it must be
-    copied or padded (kept alive in ``keep``)."""
+    copied, padded or transposed into its fast layout (kept alive in ``keep``)."""
+    if prep.transpose is not None:
+        import cupy
+
+        t = prep.transpose
+        copy = cupy.ndarray(t.shape, t.dtype)
+        keep.append(copy)
+        address = _address_type()
+        t.function(t.grid, t.block, (address(pointer(x)), address(copy.data.ptr), *t.sizes),
+                   0, stream)
+        return copy.data.ptr
     full, layout, _ = ready_operand(prep.matrices(to_cupy(x)), prep.full_shape, prep.layouts,
                                     prep.name, prep.variant)
     if prep.padded:

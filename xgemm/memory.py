@@ -21,17 +21,14 @@ from .checks import layout_of, meta, on_gpu, one_device
 from .compile import get_kernel
 from .gpu import multiprocessors
 from .launch import to_cupy
-from .plan import check_device_limits
-from .registry import DTYPES, Spec, Variant, get_variant
+from .plan import check_device_limits, transpose_launch
+from .registry import DTYPES, FAMILY_DEFAULTS, Spec, Variant, get_variant
 
 if TYPE_CHECKING:
     import cupy
 
-#: Each family's variant when none is named: the fastest measured on the H100
-#: (bench/h100_bandwidth_*.txt); for sum the deterministic one (two_pass: fastest at 10^7
-#: elements, 0.90x warp_shuffle at 2^28).
-DEFAULTS = {"transpose": "vectorized", "reverse": "static_smem", "sum": "two_pass",
-            "stencil": "naive"}
+#: Each family's variant when none is named (``xgemm.registry.FAMILY_DEFAULTS``).
+DEFAULTS = FAMILY_DEFAULTS
 
 
 @dataclass
@@ -145,14 +142,10 @@ def plan_transpose(x: Any, variant: str | None = None, **params: int) -> Run:
     v, p = _resolve("transpose", variant, params, dtype, device)
     rows, cols = x.shape
     out = cupy.empty((cols, rows), dtype=x.dtype)
-    flags = {}
-    if "aligned" in v.flags:
-        flags["aligned"] = (x.data.ptr % (4 * x.itemsize) == 0
-                            and ld % 4 == 0 and rows % 4 == 0 and cols % 4 == 0)
     steps = []
     if x.size:
-        grid, block = _grid(v, p, rows, cols, device)
-        steps.append(Step(v, p, Spec(dtype, flags=tuple(sorted(flags.items()))), grid, block,
+        spec, grid, block = transpose_launch(v, p, x.data.ptr, rows, cols, ld, dtype, device)
+        steps.append(Step(v, p, spec, grid, block,
                           (x, out, np.int32(rows), np.int32(cols), np.int32(ld))))
     return Run(steps, device, out, 2 * x.size * x.itemsize, copies=tuple(copies), keep=(x,))
 

@@ -44,6 +44,7 @@ from .compile import get_kernel
 from .launch import framework, packed, pointer, ready_operand, tma_padded, tma_ready, to_cupy
 from .registry import (
     DTYPES,
+    FAMILY_DEFAULTS,
     MAX_GRID,
     NARROW,
     WIDE_OUTPUT,
@@ -95,7 +96,35 @@ def check_arch(v: Variant, dtype: str, device: int) -> None:
         )
 
 
+def transpose_launch(v: Variant, p: dict[str, int], ptr: int, rows: int, cols: int, ld: int,
+                     dtype: str, device: int) -> tuple[Spec, tuple[int, ...], tuple[int, ...]]:
+    """The specialisation, grid and block of transpose variant ``v`` at ``p`` for a
+    ``rows`` x ``cols`` row-major input at ``ptr`` with leading dimension ``ld``: it is
+    ``aligned`` where every group of four lies whole at a 4-element boundary."""
+    flags = {}
+    if "aligned" in v.flags:
+        flags["aligned"] = (ptr % (4 * DTYPES[dtype].itemsize) == 0
+                            and ld % 4 == 0 and rows % 4 == 0 and cols % 4 == 0)
+    grid, block = v.launch(p, rows, cols, gpu.multiprocessors(device))
+    return Spec(dtype, flags=tuple(sorted(flags.items()))), grid, block
+
+
 # -- a plan --------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Transpose:
+    """The transpose kernel that copies an operand into the layout its GEMM kernel reads
+    fastest (``Variant.transpose_first``), launched by each call before the product: it
+    reads the operand's rows (a row-major A, or the rows of a column-major B's transpose)
+    and writes a C-ordered ``shape`` array."""
+
+    function: Any                   # the transpose kernel's function on the plan's GPU
+    grid: tuple[int, ...]
+    block: tuple[int, ...]
+    shape: tuple[int, int]          # (cols, rows) of what it reads
+    dtype: Any                      # NumPy's
+    sizes: tuple                    # rows, cols, leading dimension: packed once
+
+
 @dataclass(frozen=True)
 class OperandPlan:
     """How the kernel reads operand A or B: in place (its own address, in ``layout``), or
@@ -109,6 +138,7 @@ class OperandPlan:
     layout: Layout                  # what the kernel is told
     copied: bool
     padded: bool
+    transpose: Transpose | None = None  # how a call copies it into its fast layout (auto)
 
     def matrices(self, x: cupy.ndarray) -> cupy.ndarray:
         """A 1-D operand with its dimension back: a (1, K) row, or a (K, 1) column."""
@@ -412,7 +442,8 @@ def _lay_out(a: cupy.ndarray, b: cupy.ndarray, v: Variant | None, params: dict[s
     vectors = ("row" if shapes.a_vector else None, "col" if shapes.b_vector else None)
     mats = tuple(x[None, :] if vec == "row" else x[:, None] if vec == "col" else x
                  for x, vec in zip((a, b), vectors, strict=True))
-    if v is None:
+    auto = v is None
+    if auto:
         layouts = [layout_of(x.shape, x.strides, x.itemsize) for x in mats]
         v, p = _choose(mats, layouts, shapes, dtype, device, precision)
     else:
@@ -429,8 +460,16 @@ def _lay_out(a: cupy.ndarray, b: cupy.ndarray, v: Variant | None, params: dict[s
                                                                full.itemsize))
         if padded:  # TMA reads 16-byte aligned rows: pad the rows of one that has none
             full, layout = tma_padded(full, layout)
+        transpose = None
+        if (auto and not copied and not shapes.batch and vec is None
+                and 0 not in (shapes.m, shapes.n, shapes.k)):
+            into = v.transposed_into(name, p, shapes.m, shapes.n, shapes.k,
+                                     gpu.multiprocessors(device))
+            if into is not None and layout.col != (into == "col"):
+                full, layout, transpose = _transposed(full, layout, device)
         operands.append((OperandPlan(name, v.name, vec, full_shape, layouts, layout,
-                                     copied or padded, padded), full))
+                                     copied or padded or transpose is not None, padded,
+                                     transpose), full))
     (plan_a, full_a), (plan_b, full_b) = operands
 
     # The output, viewed as (*batch, M, N): written in place when its rows have unit
@@ -512,6 +551,27 @@ def _lay_out(a: cupy.ndarray, b: cupy.ndarray, v: Variant | None, params: dict[s
         chunks.append(Chunk((*grid[:2], count * splits), offsets, extra))
     plan.chunks = tuple(chunks)
     return plan
+
+
+def _transposed(x: cupy.ndarray, layout: Layout, device: int
+                ) -> tuple[cupy.ndarray, Layout, Transpose]:
+    """A 2-D operand copied into its other layout by the transpose kernel: an array in
+    that layout (to plan with; each call makes its own), its layout, and the transpose."""
+    import cupy
+
+    rows_first = x.T if layout.col else x  # unit stride along its rows: what is read
+    rows, cols = rows_first.shape
+    dtype = x.dtype.name
+    v = get_variant(FAMILY_DEFAULTS["transpose"], "transpose")
+    p = v.resolve({}, dtype)
+    check_device_limits(v, p, dtype, device)
+    spec, grid, block = transpose_launch(v, p, x.data.ptr, rows, cols, layout.ld, dtype, device)
+    function = get_kernel(v.name, p, spec, device, v.family).kernel
+    copy = cupy.empty((cols, rows), x.dtype)
+    copied = copy if layout.col else copy.T
+    return copied, Layout(not layout.col, rows, 0), Transpose(
+        function, grid, block, (cols, rows), x.dtype,
+        packed((np.int32(rows), np.int32(cols), np.int32(layout.ld))))
 
 
 def _extra_arg(arg: str, v: Variant, p: dict[str, int], shapes: Shapes, arrays: tuple,

@@ -122,6 +122,13 @@ def _holds(rule: str, names: Mapping[str, int]) -> bool:
         return False
 
 
+#: Each memory-bound family's variant when none is named: the fastest measured on the
+#: H100 (bench/h100_bandwidth_*.txt); for sum the deterministic one (two_pass: fastest at
+#: 10^7 elements, 0.90x warp_shuffle at 2^28). The GEMM's transposed copies
+#: (``Variant.transpose_first``) use the transpose named here.
+FAMILY_DEFAULTS = {"transpose": "vectorized", "reverse": "static_smem", "sum": "two_pass",
+                   "stencil": "naive"}
+
 Params = dict[str, int]
 #: The extra kernel arguments a variant may declare (``Variant.extra_args``).
 EXTRA_ARGS = ("tensor_map_a", "tensor_map_b", "tensor_map_c", "partials", "arrivals")
@@ -188,6 +195,12 @@ class Variant:
     #: "tensor_map_b", "tensor_map_c" (128-byte TMA maps, by value), "partials" and
     #: "arrivals" (split-K's workspace and its counters per tile of C, made per call).
     extra_args: tuple[str, ...] = ()
+    #: Where ``auto`` first copies an operand into the layout this kernel reads fastest:
+    #: per operand ("a", "b"), that layout and an expression over the parameters, M, N, K
+    #: and SMS saying when the copy pays for itself. Only an unbatched 2-D operand that
+    #: lies in the other layout is copied, by xgemm's transpose kernel, on each call (and
+    #: ``prepare(...).copies`` names it); a variant named in the call reads it in place.
+    transpose_first: Mapping[str, tuple[str, str]] = field(default_factory=dict)
     #: The family it belongs to: "gemm" (the ladder), or one of the memory-bound
     #: families of ``xgemm.memory`` ("transpose", "reverse", "sum", "stencil"), whose
     #: expressions use M and N for the rows and columns of their input.
@@ -202,6 +215,10 @@ class Variant:
         if unknown:
             raise ValueError(f"variant {self.name!r}: unknown extra arguments {sorted(unknown)}; "
                              f"a variant takes {', '.join(EXTRA_ARGS)}")
+        for operand, (into, _) in self.transpose_first.items():
+            if operand not in ("a", "b") or into not in ("row", "col"):
+                raise ValueError(f"variant {self.name!r}: transpose_first takes 'a' or 'b' into "
+                                 f"'row' or 'col', not {operand!r} into {into!r}")
 
     @property
     def tma(self) -> bool:
@@ -363,6 +380,21 @@ class Variant:
                     "another variant"
                 )
         return grid, block
+
+    def transposed_into(self, operand: str, params: Mapping[str, int], m: int, n: int, k: int,
+                        sms: int = 132) -> str | None:
+        """The layout ``auto`` copies ``operand`` ("a" or "b") into before an (M, K) @ (K, N)
+        product where it lies in the other one (``transpose_first``); None: read in place.
+
+        >>> import xgemm
+        >>> v = xgemm.get_variant("pipelined")
+        >>> [v.transposed_into("b", v.defaults, m, 4096, 4096) for m in (4096, 64)]
+        ['row', None]
+        """
+        if operand not in self.transpose_first:
+            return None
+        into, rule = self.transpose_first[operand]
+        return into if _eval(rule, {**params, "M": m, "N": n, "K": k, "SMS": sms}) else None
 
     def splits_of(self, params: Mapping[str, int]) -> int:
         return _eval(self.splits, params)

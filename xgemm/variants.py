@@ -181,6 +181,12 @@ register(Variant(
     ],
     smem_bytes="BYTES * STAGES * BK * (BM + BN + 8)",  # + the pads of tile_a and tile_b
     dynamic_smem=True,
+    # A column-major and B row-major arrive in 16-byte copies; the other layouts in 4-byte
+    # ones, scattered. A transpose first (bench/evidence/h100_transpose_first.txt): B pays
+    # from M = 1024 (NT 8192 x 4096 x 4096: 6.89 ms in place, 5.94 + 0.05 copied); A only
+    # where the grid has few tiles (1024^3: 0.068 ms, 0.059 + 0.005; none from 4096^2 up)
+    transpose_first={"a": ("col", "cdiv(M, BM) * cdiv(N, BN) <= 2 * SMS"),
+                     "b": ("row", "M >= 1024")},
     **WARP_TILING,
 ))
 
