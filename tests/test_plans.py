@@ -226,8 +226,10 @@ def test_tensor_maps_are_encoded_on_a_thread_with_no_cuda_context_yet(rng):
     if cupy.cuda.Device().compute_capability != "90":
         pytest.skip("TMA tensor maps need sm_90")
     shape_a, shape_b = (256, 192), (192, 320)
-    xgemm.matmul(rng.array(shape_a, "bfloat16"), rng.array(shape_b, "bfloat16"))  # freed
+    xgemm.matmul(rng.array(shape_a, "bfloat16"), rng.array(shape_b, "bfloat16"))  # the plan
     a, b = rng.array(shape_a, "bfloat16"), rng.array(shape_b, "bfloat16")  # new addresses
+    cupy.empty((256, 320), "bfloat16")  # freed at once: the output's block waits in the pool
+    cupy.cuda.Device().synchronize()
     found = []
     worker = threading.Thread(target=lambda: found.append(xgemm.prepare(a, b)()))
     worker.start()
