@@ -216,28 +216,6 @@ def test_auto_transposes_an_operand_into_its_fast_layout_first(rng, m, n, k):
 
 
 @gpu
-def test_tensor_maps_are_encoded_on_a_thread_with_no_cuda_context_yet(rng):
-    """A new thread's first call with new operands encodes their TMA maps before anything
-    else on that thread has touched CUDA (the output comes from the pool's free blocks)."""
-    import threading
-
-    import cupy
-
-    if cupy.cuda.Device().compute_capability != "90":
-        pytest.skip("TMA tensor maps need sm_90")
-    shape_a, shape_b = (256, 192), (192, 320)
-    xgemm.matmul(rng.array(shape_a, "bfloat16"), rng.array(shape_b, "bfloat16"))  # the plan
-    a, b = rng.array(shape_a, "bfloat16"), rng.array(shape_b, "bfloat16")  # new addresses
-    cupy.empty((256, 320), "bfloat16")  # freed at once: the output's block waits in the pool
-    cupy.cuda.Device().synchronize()
-    found = []
-    worker = threading.Thread(target=lambda: found.append(xgemm.prepare(a, b)()))
-    worker.start()
-    worker.join()
-    assert found and relative_error(found[0], a, b) < TOLERANCE["bfloat16"]
-
-
-@gpu
 def test_a_pool_of_threads_calling_with_mixed_shapes(rng, fresh_plans):
     """Eight threads, 240 calls over six signatures (three dtypes, auto and named
     variants, a batch, an epilogue), plans built and found concurrently: every result

@@ -230,15 +230,18 @@ def tensor_map(address: int, dtype: str, dims: tuple[int, ...], strides: tuple[i
         if found is not None:
             _maps.move_to_end(key)
             return found
-    import cupy
-
+    from .tma import NoContextError
     from .tma import tensor_map as encode
 
-    # The driver encodes on this thread's current context, and a thread that has made no
-    # runtime call yet (a worker of a thread pool) has none: a runtime call makes the
-    # current device's primary context current, as CuPy does before each launch.
-    cupy.cuda.runtime.memGetInfo()
-    made = encode(address, dtype, dims, strides, box)
+    try:
+        made = encode(address, dtype, dims, strides, box)
+    except NoContextError:
+        # A thread that has made no CUDA runtime call yet (a pool's worker): a runtime
+        # call makes the device's primary context current, as CuPy does before a launch.
+        import cupy
+
+        cupy.cuda.runtime.memGetInfo()
+        made = encode(address, dtype, dims, strides, box)
     made = by_value(made, made.ctypes.data)
     with _maps_lock:
         _maps[key] = made
