@@ -27,6 +27,9 @@ if TYPE_CHECKING:
 
 #: What TMA needs of a global array: base address and every stride in multiples of this.
 TMA_ALIGNMENT = 16
+#: What a plan assumes of the address of an array each call allocates (its output, a
+#: transposed copy): CuPy's and PyTorch's pools align their blocks to 512 bytes.
+FRESH_ALIGNMENT = 64
 #: Tensor maps kept, by address and geometry (a map is 128 bytes).
 TENSOR_MAP_CACHE_SIZE = 4096
 
@@ -308,6 +311,8 @@ def _launch(plan: Any, a: Any, b: Any, target: Any, bias: Any, alpha: float, bet
             full = cupy.ndarray(plan.shapes.full, plan.c_dtype_np)
             ptr_c = full.data.ptr
         result = full.reshape(plan.shapes.out) if plan.reshape else full
+        if ptr_c % FRESH_ALIGNMENT:
+            _misaligned(ptr_c)
     else:
         result = target
         if plan.output == "in_place":
@@ -394,6 +399,8 @@ def _copy_pointer(prep: Any, x: Any, keep: list, stream: Any) -> int:
         t = prep.transpose
         copy = cupy.ndarray(t.shape, t.dtype)
         keep.append(copy)
+        if copy.data.ptr % FRESH_ALIGNMENT:
+            _misaligned(copy.data.ptr)
         address = _address_type()
         t.function(t.grid, t.block, (address(pointer(x)), address(copy.data.ptr), *t.sizes),
                    0, stream)
@@ -404,3 +411,11 @@ def _copy_pointer(prep: Any, x: Any, keep: list, stream: Any) -> int:
         full, layout = tma_padded(full, layout)
     keep.append(full)
     return full.data.ptr
+
+
+def _misaligned(ptr: int) -> None:
+    raise RuntimeError(
+        f"the memory pool returned an array at {ptr:#x}, not a multiple of {FRESH_ALIGNMENT} "
+        "bytes, and xgemm plans its outputs and copies for that alignment: use CuPy's (or "
+        "PyTorch's) default allocator, or one that aligns its blocks to 256 bytes as "
+        "cudaMalloc does")

@@ -111,6 +111,31 @@ def transpose_launch(v: Variant, p: dict[str, int], ptr: int, rows: int, cols: i
 
 # -- a plan --------------------------------------------------------------------------------
 @dataclass(frozen=True)
+class Fresh:
+    """An array each call allocates (its output, a transposed copy) as planning sees it:
+    C-ordered, at an address aligned to ``FRESH_ALIGNMENT`` (which ``xgemm.launch``
+    checks per call). Nothing is allocated to plan it."""
+
+    shape: tuple[int, ...]
+    dtype: np.dtype
+
+    @property
+    def itemsize(self) -> int:
+        return self.dtype.itemsize
+
+    @property
+    def strides(self) -> tuple[int, ...]:
+        strides, step = [], self.itemsize
+        for size in reversed(self.shape):
+            strides.append(step)
+            step *= max(size, 1)
+        return tuple(reversed(strides))
+
+    def data_ptr(self) -> int:
+        return 0  # aligned to every boundary a kernel asks for
+
+
+@dataclass(frozen=True)
 class Transpose:
     """The transpose kernel that copies an operand into the layout its GEMM kernel reads
     fastest (``Variant.transpose_first``), launched by each call before the product: it
@@ -475,8 +500,7 @@ def _lay_out(a: cupy.ndarray, b: cupy.ndarray, v: Variant | None, params: dict[s
     # The output, viewed as (*batch, M, N): written in place when its rows have unit
     # stride and it shares no memory with a or b, else through a staging array.
     if target is None:
-        full_c = cupy.empty(shapes.full, dtype=numpy_dtype(c_dtype))
-        output = "new"
+        full_c, output = Fresh(shapes.full, np.dtype(numpy_dtype(c_dtype))), "new"
     else:
         view = target
         if shapes.b_vector:
@@ -492,7 +516,7 @@ def _lay_out(a: cupy.ndarray, b: cupy.ndarray, v: Variant | None, params: dict[s
             full_c, output = cupy.empty(shapes.full, view.dtype), "staging"
     layout_c = layout_of(full_c.shape, full_c.strides, full_c.itemsize, ("row",), write=True)
     if p.get("TMA_STORE") and (read_c or c_dtype != dtype
-                               or not tma_ready(full_c.data.ptr, layout_c, full_c.itemsize)):
+                               or not tma_ready(pointer(full_c), layout_c, full_c.itemsize)):
         p = {**p, "TMA_STORE": 0}  # TMA does not read C, widen it, or write unaligned rows
 
     spec = Spec(dtype, plan_a.layout.col, plan_b.layout.col, bias is not None, act, read_c,
@@ -554,11 +578,9 @@ def _lay_out(a: cupy.ndarray, b: cupy.ndarray, v: Variant | None, params: dict[s
 
 
 def _transposed(x: cupy.ndarray, layout: Layout, device: int
-                ) -> tuple[cupy.ndarray, Layout, Transpose]:
-    """A 2-D operand copied into its other layout by the transpose kernel: an array in
-    that layout (to plan with; each call makes its own), its layout, and the transpose."""
-    import cupy
-
+                ) -> tuple[Fresh, Layout, Transpose]:
+    """A 2-D operand copied into its other layout by the transpose kernel: the copy as
+    planning sees it (each call makes its own), its layout, and the transpose."""
     rows_first = x.T if layout.col else x  # unit stride along its rows: what is read
     rows, cols = rows_first.shape
     dtype = x.dtype.name
@@ -567,9 +589,7 @@ def _transposed(x: cupy.ndarray, layout: Layout, device: int
     check_device_limits(v, p, dtype, device)
     spec, grid, block = transpose_launch(v, p, x.data.ptr, rows, cols, layout.ld, dtype, device)
     function = get_kernel(v.name, p, spec, device, v.family).kernel
-    copy = cupy.empty((cols, rows), x.dtype)
-    copied = copy if layout.col else copy.T
-    return copied, Layout(not layout.col, rows, 0), Transpose(
+    return Fresh((cols, rows), x.dtype), Layout(not layout.col, rows, 0), Transpose(
         function, grid, block, (cols, rows), x.dtype,
         packed((np.int32(rows), np.int32(cols), np.int32(layout.ld))))
 
