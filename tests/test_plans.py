@@ -73,16 +73,14 @@ def test_by_value_arguments_hold_their_values_at_their_alignment():
     pytest.importorskip("cupy", reason="the arguments are CuPy's CPointer objects")
     import ctypes
 
-    import numpy as np
-
     from xgemm.launch import packed
 
-    values = (np.int32(-7), np.float64(0.5), np.int32(3), np.int64(2**40), np.float32(2.5))
-    args = packed(values)
+    values = (-7, 0.5, 3, 2**40, 2.5)
+    args = packed("idiqf", values)
     kinds = (ctypes.c_int32, ctypes.c_double, ctypes.c_int32, ctypes.c_int64, ctypes.c_float)
     assert [kind.from_address(arg.ptr).value for kind, arg in zip(kinds, args, strict=True)
             ] == [-7, 0.5, 3, 2**40, 2.5]
-    assert all(arg.ptr % value.itemsize == 0 for arg, value in zip(args, values, strict=True))
+    assert all(arg.ptr % ctypes.sizeof(kind) == 0 for arg, kind in zip(args, kinds, strict=True))
 
 
 # -- on the GPU ------------------------------------------------------------------------------

@@ -37,8 +37,9 @@ def _planned(a: Any, b: Any, variant: str, target: Any, target_name: str, bias: 
         return plan, (a, b, target, bias)
     plan, arrays = build(a, b, variant, target, target_name, bias, activation, precision,
                          out_dtype, alpha, beta, params)
-    key = call_key(*arrays[:3], target_name, arrays[3], variant, params, activation,
-                   precision, out_dtype, plan.read_c)
+    if key is None:  # an array of neither framework, now converted to CuPy
+        key = call_key(*arrays[:3], target_name, arrays[3], variant, params, activation,
+                       precision, out_dtype, plan.read_c)
     if key is not None:
         PLANS.put(key, plan)
     return plan, arrays

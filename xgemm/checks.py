@@ -52,6 +52,9 @@ def meta(x: Any, name: str) -> Meta | None:
     Traceback (most recent call last):
     TypeError: a is a host (CPU) array of shape (3,); xgemm multiplies GPU arrays: ...
     """
+    kind = type(x)
+    if kind.__name__ == "ndarray" and kind.__module__.startswith("cupy"):  # the common case
+        return Meta(x.shape, x.dtype)
     if isinstance(x, np.ndarray) or not on_gpu(x) and (
         hasattr(x, "__array_interface__") or hasattr(x, "__dlpack_device__")
     ):
@@ -93,12 +96,19 @@ def one_device(**arrays: Any) -> int:
     return next(iter(devices.values()))
 
 
+#: NumPy dtypes' names, as met (``dtype.name`` is computed in Python on every access).
+_names: dict[np.dtype, str] = {}
+
+
 def check_dtypes(a: np.dtype, b: np.dtype) -> str:
     """The dtype name of ``a @ b``: both operands must have the same floating dtype.
 
     >>> check_dtypes(np.dtype("float16"), np.dtype("float16"))
     'float16'
     """
+    found = _names.get(a) or _names.setdefault(a, a.name)
+    if a == b and found in DTYPES:
+        return found
     for name, dt in (("a", a), ("b", b)):
         if dt.name not in DTYPES:
             kind = {"i": "integer", "u": "integer", "b": "boolean", "c": "complex"}.get(dt.kind)
@@ -162,7 +172,8 @@ def matmul_shapes(a: tuple[int, ...], b: tuple[int, ...]) -> Shapes:
             f"{'only' if b_vector else 'second-to-last'} dimension ({a2[-1]} != {b2[-2]})"
         )
     try:
-        batch = tuple(np.broadcast_shapes(a2[:-2], b2[:-2]))
+        batch = (a2[:-2] if a2[:-2] == b2[:-2]  # unbatched, or the same batch: no NumPy
+                 else tuple(np.broadcast_shapes(a2[:-2], b2[:-2])))
     except ValueError:
         raise ValueError(
             f"a is {a} and b is {b}: their batch dimensions {a2[:-2]} and {b2[:-2]} do not "
@@ -219,16 +230,21 @@ def layout_of(shape: tuple[int, ...], strides: tuple[int, ...], itemsize: int,
     if 0 in shape:  # nothing is read or written: any layout will do
         inner = shape[-1] if layouts[0] == "row" else shape[-2]
         return Layout(layouts[0] == "col", max(inner, 1), 0)
-    if any(s % itemsize for s in strides):
-        return None
-    elems = tuple(s // itemsize for s in strides)
-    *batch, rows, cols = shape
-    *batch_strides, row_stride, col_stride = elems
-    batch_stride = _collapse(tuple(batch), tuple(batch_strides))
-    if batch_stride is None or batch_stride < 0:
-        return None
-    if write and math.prod(batch) > 1 and batch_stride == 0:
-        return None  # a broadcast output: two products would write one place
+    if len(shape) == 2:  # one matrix (most calls): no batch to walk
+        (rows, cols), (row_bytes, col_bytes) = shape, strides
+        if row_bytes % itemsize or col_bytes % itemsize:
+            return None
+        row_stride, col_stride, batch_stride = row_bytes // itemsize, col_bytes // itemsize, 0
+    else:
+        if any(s % itemsize for s in strides):
+            return None
+        *batch, rows, cols = shape
+        *batch_strides, row_stride, col_stride = (s // itemsize for s in strides)
+        batch_stride = _collapse(tuple(batch), tuple(batch_strides))
+        if batch_stride is None or batch_stride < 0:
+            return None
+        if write and math.prod(batch) > 1 and batch_stride == 0:
+            return None  # a broadcast output: two products would write one place
     for layout in layouts:
         inner, inner_stride, outer, outer_stride = (
             (cols, col_stride, rows, row_stride) if layout == "row"

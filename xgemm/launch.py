@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import struct
 import threading
 import warnings
 from collections import OrderedDict
@@ -116,7 +117,7 @@ def ready_operand(x: cupy.ndarray, full_shape: tuple[int, ...], layouts: tuple[s
     does not read."""
     import cupy
 
-    full = cupy.broadcast_to(x, full_shape)
+    full = x if x.shape == full_shape else cupy.broadcast_to(x, full_shape)
     found = layout_of(full.shape, full.strides, full.itemsize, layouts)
     if found is not None:
         return full, found, False
@@ -176,7 +177,9 @@ def by_value(owner: Any, address: int) -> Any:
     ``owner`` (kept alive with the argument). CuPy's launch takes any ``CPointer`` as it
     is, so an argument made once (a plan's sizes, a tensor map) costs nothing per call,
     where a NumPy scalar is converted again on every launch."""
-    return _held_type()(owner, address)
+    held = _held_type()(address)
+    held.owner = owner
+    return held
 
 
 @functools.cache
@@ -184,11 +187,9 @@ def _held_type() -> type:
     from cupy.cuda.function import CPointer
 
     class Held(CPointer):
-        """CuPy's pointer to an argument's bytes, and what holds those bytes."""
+        """CuPy's pointer to an argument's bytes, and (``owner``) what holds those bytes."""
 
-        def __init__(self, owner: Any, address: int) -> None:
-            super().__init__(address)
-            self.owner = owner
+        __slots__ = ("owner",)
 
     return Held
 
@@ -201,19 +202,31 @@ def _address_type() -> type:
     return CIntptr
 
 
-def packed(values: tuple) -> tuple:
-    """NumPy scalars as by-value kernel arguments, packed once into one host buffer.
+def packed(codes: str, values: tuple) -> tuple:
+    """``values`` as by-value kernel arguments of the C types ``codes`` names in
+    ``struct``'s letters (``i`` int, ``q`` long long, ``f`` float, ``d`` double), packed
+    once into one host buffer, each at its natural alignment (as C lays out parameters).
 
-    >>> args = packed((np.int32(7), np.float64(0.5)))  # doctest: +SKIP
+    >>> args = packed("id", (7, 0.5))  # doctest: +SKIP
     """
-    data, offsets = bytearray(), []
-    for value in values:
-        data += bytes(-len(data) % value.itemsize)  # each at its natural alignment
-        offsets.append(len(data))
-        data += value.tobytes()
-    buffer = ctypes.create_string_buffer(bytes(data), max(len(data), 8))
-    base = ctypes.addressof(buffer)
-    return tuple(by_value(buffer, base + offset) for offset in offsets)
+    size, offsets = _packing(codes)
+    buffer = ctypes.create_string_buffer(size)
+    struct.pack_into(codes, buffer, 0, *values)
+    base, held = ctypes.addressof(buffer), _held_type()
+    arguments = []
+    for offset in offsets:
+        argument = held(base + offset)
+        argument.owner = buffer
+        arguments.append(argument)
+    return tuple(arguments)
+
+
+@functools.cache
+def _packing(chars: str) -> tuple[int, tuple[int, ...]]:
+    """Bytes and offsets of values of the ``struct`` codes ``chars`` in native layout."""
+    ends = [struct.calcsize(chars[:i + 1]) for i in range(len(chars))]
+    starts = (end - struct.calcsize(c) for end, c in zip(ends, chars, strict=True))
+    return max(ends[-1], 8), tuple(starts)
 
 
 # -- TMA tensor maps, by address and geometry ---------------------------------------------
@@ -368,7 +381,7 @@ def _arguments(plan: Any, ptrs: tuple[int, ...], ptr_bias: int, alpha: float, be
     if alpha == 1.0 and beta == 0.0:
         scalars = plan.unit
     else:
-        scalars = packed((plan.acc(alpha), plan.acc(beta)))
+        scalars = packed(plan.acc_code * 2, (alpha, beta))
     bias_arg = (address(ptr_bias),)
     arguments = []
     for chunk in plan.chunks:

@@ -13,6 +13,8 @@ arrays and workspaces are made per call.
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
@@ -205,6 +207,7 @@ class Plan:
     partials: int = 0               # elements of split-K's workspace, and its counters
     arrivals: int = 0
     acc: type = np.float32          # the accumulators' type: alpha and beta are passed so
+    acc_code: str = "f"             # ... and its C type, as ``struct`` writes it
     unit: tuple = ()                # alpha = 1, beta = 0 in that type (matmul's), packed
     c_dtype_np: Any = None          # the output's dtype, NumPy's
     torch_c_dtype: Any = None       # ... and PyTorch's, for a PyTorch result
@@ -239,9 +242,9 @@ class Plan:
         if self._function is None:
             import cupy
 
-            kernel = self.kernel()
             with cupy.cuda.Device(self.device):
-                self._function = kernel.kernel
+                self._function = get_kernel(self.variant.name, self.params, self.spec,
+                                            self.device).kernel
         return self._function
 
 
@@ -361,11 +364,13 @@ def build(a: Any, b: Any, variant: str, target: Any, target_name: str, bias: Any
     beta = check_scalar("beta", beta)
 
     metas = (meta(a, "a"), meta(b, "b"))
-    if None not in metas:  # everything below needs no GPU
-        check_operands(*metas, v, params)
+    # Checked before any conversion where the arrays say what they are without one
+    # (DLPack objects such as PyTorch tensors: after it)
+    checked = check_operands(*metas, v, params) if None not in metas else None
     a, b = _native(a), _native(b)
     ca, cb = to_cupy(a), to_cupy(b)
-    dtype, shapes = check_operands(Meta(ca.shape, ca.dtype), Meta(cb.shape, cb.dtype), v, params)
+    dtype, shapes = checked or check_operands(Meta(ca.shape, ca.dtype), Meta(cb.shape, cb.dtype),
+                                              v, params)
     if precision == "tf32" and dtype != "float32":
         raise ValueError(f"precision='tf32' lets float32 inputs run as TF32; a and b are {dtype}:"
                          " leave precision out")
@@ -385,7 +390,8 @@ def build(a: Any, b: Any, variant: str, target: Any, target_name: str, bias: Any
 
     # Planned on the operands' GPU, whichever is current: a launch on one GPU with
     # pointers into another's memory is an illegal address that breaks the CUDA context.
-    with cupy.cuda.Device(device):
+    here = cupy.cuda.runtime.getDevice() == device
+    with contextlib.nullcontext() if here else cupy.cuda.Device(device):
         plan = _lay_out(ca, cb, v, params, shapes, dtype, c_dtype, device, act, precision,
                         ctarget, cbias, read_c, framework(type(a)) or "cupy")
     return plan, (a, b, target, bias)
@@ -434,13 +440,15 @@ def _choose(mats: tuple, layouts: list, shapes: Shapes, dtype: str, device: int,
     cc = gpu.compute_capability(device)
     sms = gpu.multiprocessors(device)
     read = ["col" if layout is not None and layout.col else "row" for layout in layouts]
-    tma_in_place = all(tma_ready(x.data.ptr, layout, x.itemsize)
-                       for x, layout in zip(mats, layouts, strict=True))
+
+    def tma_in_place() -> bool:
+        return all(tma_ready(x.data.ptr, layout, x.itemsize)
+                   for x, layout in zip(mats, layouts, strict=True))
 
     def fits(v: Variant) -> bool:
         return (v.runs_on(cc) and v.precision in (None, precision)
                 and read[0] in v.a_layouts and read[1] in v.b_layouts
-                and (not v.tma or tma_in_place))
+                and (not v.tma or tma_in_place()))
 
     m, n, k = shapes.m, shapes.n, shapes.k
     picks: list[Callable[[], tuple[str, dict]]] = [
@@ -539,7 +547,8 @@ def _lay_out(a: cupy.ndarray, b: cupy.ndarray, v: Variant | None, params: dict[s
     smem = check_device_limits(v, p, dtype, device)
     plan.shared_mem = smem if v.dynamic_smem else 0
     grid, plan.block = v.launch(p, shapes.m, shapes.n, gpu.multiprocessors(device))
-    plan.acc = np.float64 if DTYPES[dtype].acc == "double" else np.float32
+    plan.acc, plan.acc_code = ((np.float64, "d") if DTYPES[dtype].acc == "double"
+                               else (np.float32, "f"))
     item, c_item = a.itemsize, full_c.itemsize
     plan.splits = splits = v.splits_of(p)
     acc_size = np.dtype(plan.acc).itemsize
@@ -556,11 +565,9 @@ def _lay_out(a: cupy.ndarray, b: cupy.ndarray, v: Variant | None, params: dict[s
         plan.partials = shapes.count * splits * shapes.m * shapes.n
         plan.arrivals = shapes.count * tiles
     la, lb = plan_a.layout, plan_b.layout
-    fixed = packed((
-        np.int32(shapes.m), np.int32(shapes.n), np.int32(shapes.k),
-        np.int32(la.ld), np.int32(lb.ld), np.int32(layout_c.ld),
-        np.int64(la.batch_stride), np.int64(lb.batch_stride), np.int64(layout_c.batch_stride),
-        plan.acc(1.0), plan.acc(0.0)))
+    fixed = packed("iiiiiiqqq" + plan.acc_code * 2, (
+        shapes.m, shapes.n, shapes.k, la.ld, lb.ld, layout_c.ld,
+        la.batch_stride, lb.batch_stride, layout_c.batch_stride, 1.0, 0.0))
     plan.sizes, plan.unit = fixed[:9], fixed[9:]
     per_launch = MAX_GRID[2] // splits  # products per launch: z is product x split
     chunks = []
@@ -577,21 +584,35 @@ def _lay_out(a: cupy.ndarray, b: cupy.ndarray, v: Variant | None, params: dict[s
     return plan
 
 
+@functools.lru_cache(maxsize=64)
+def _transpose_variant(dtype: str, device: int) -> tuple[Variant, dict[str, int]]:
+    """The transpose that copies operands (``FAMILY_DEFAULTS``), resolved for ``dtype``
+    and checked against GPU ``device``'s limits (once: planning is per shape)."""
+    v = get_variant(FAMILY_DEFAULTS["transpose"], "transpose")
+    p = v.resolve({}, dtype)
+    check_device_limits(v, p, dtype, device)
+    return v, p
+
+
+@functools.lru_cache(maxsize=64)
+def _transpose_function(spec: Spec, device: int) -> Any:
+    """The function of that transpose at ``spec`` on GPU ``device``."""
+    v, p = _transpose_variant(spec.dtype, device)
+    return get_kernel(v.name, p, spec, device, v.family).kernel
+
+
 def _transposed(x: cupy.ndarray, layout: Layout, device: int
                 ) -> tuple[Fresh, Layout, Transpose]:
     """A 2-D operand copied into its other layout by the transpose kernel: the copy as
     planning sees it (each call makes its own), its layout, and the transpose."""
-    rows_first = x.T if layout.col else x  # unit stride along its rows: what is read
-    rows, cols = rows_first.shape
-    dtype = x.dtype.name
-    v = get_variant(FAMILY_DEFAULTS["transpose"], "transpose")
-    p = v.resolve({}, dtype)
-    check_device_limits(v, p, dtype, device)
+    rows, cols = x.shape[::-1] if layout.col else x.shape  # what is read: unit stride along
+    dtype = dtype_name(x.dtype)
+    v, p = _transpose_variant(dtype, device)
     spec, grid, block = transpose_launch(v, p, x.data.ptr, rows, cols, layout.ld, dtype, device)
-    function = get_kernel(v.name, p, spec, device, v.family).kernel
+    function = _transpose_function(spec, device)
     return Fresh((cols, rows), x.dtype), Layout(not layout.col, rows, 0), Transpose(
         function, grid, block, (cols, rows), x.dtype,
-        packed((np.int32(rows), np.int32(cols), np.int32(layout.ld))))
+        packed("iii", (rows, cols, layout.ld)))
 
 
 def _extra_arg(arg: str, v: Variant, p: dict[str, int], shapes: Shapes, arrays: tuple,
@@ -628,13 +649,15 @@ def _flags(v: Variant, arrays: tuple, layouts: tuple, shapes: Shapes
     groups of 16 bytes (C may be wider than A and B: each counts in its own elements)."""
     extents = (shapes.m if layouts[0].col else shapes.k,
                shapes.k if layouts[1].col else shapes.n, shapes.n)  # along each one's rows
+    # Per array, its address and sizes in bytes, ORed: a power of two divides them all
+    # where it divides this (itemsizes and groups are powers of two)
+    bits = [(pointer(x) | (size | layout.ld | layout.batch_stride) * x.itemsize, x.itemsize)
+            for x, layout, size in zip(arrays, layouts, extents, strict=True)]
     flags = {}
     for flag in v.flags:
         if flag not in ("aligned", "aligned16"):
             raise ValueError(f"variant {v.name!r} declares the unknown flag {flag!r}")
         flags[flag] = all(
-            pointer(x) % (group * x.itemsize) == 0 and size % group == 0
-            and layout.ld % group == 0 and layout.batch_stride % group == 0
-            for x, layout, size in zip(arrays, layouts, extents, strict=True)
-            for group in [4 if flag == "aligned" else max(1, 16 // x.itemsize)])
+            together % (item * (4 if flag == "aligned" else max(1, 16 // item))) == 0
+            for together, item in bits)
     return tuple(sorted(flags.items()))

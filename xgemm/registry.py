@@ -369,9 +369,8 @@ class Variant:
     ) -> tuple[tuple[int, ...], tuple[int, ...]]:
         """(grid, block) for an M x N output on a GPU of ``sms`` multiprocessors (``SMS``
         in a persistent grid's expression); ValueError if the grid is too large."""
-        names = {**params, "M": m, "N": n, "SMS": sms}
-        grid = tuple(_eval(e, names) for e in self.grid)
-        block = tuple(_eval(e, params) for e in self.block)
+        grid, block = _eval(f"(({', '.join(self.grid)},), ({', '.join(self.block)},))",
+                            {**params, "M": m, "N": n, "SMS": sms})  # one expression
         for axis, (size, limit) in enumerate(zip(grid, MAX_GRID, strict=False)):
             if size > limit:
                 raise ValueError(
@@ -483,10 +482,10 @@ def get_variant(name: str, family: str = "gemm") -> Variant:
     >>> xgemm.get_variant("transposed_b").b_layouts
     ('col',)
     """
-    names = variants(family)  # an unknown family raises, naming the families
     try:
         return _REGISTRY[family][name]
     except (KeyError, TypeError):
+        names = variants(family)  # an unknown family raises, naming the families
         close = difflib.get_close_matches(str(name), names, n=3, cutoff=0.4)
         hint = f"did you mean {' or '.join(repr(c) for c in close)}? " if close else ""
         what = "variant" if family == "gemm" else f"{family} variant"

@@ -107,6 +107,8 @@ class TuneCache:
     def lookup(self, gpu: str, dtype: str, m: int, n: int, k: int
                ) -> tuple[str, dict[str, int]] | None:
         """What was tuned for this very shape, else for its bucket, else None."""
+        if not self.entries:
+            return None
         for key in (self.key(gpu, dtype, m, n, k, exact=True), self.key(gpu, dtype, m, n, k)):
             if key in self.entries:
                 break
