@@ -13,7 +13,7 @@ import pytest
 from conftest import TOLERANCE, cupy_dtype, f64, frobenius_error, home_dtype, tolerance
 
 import xgemm
-from xgemm import bench, memory
+from xgemm import bench, memory_bound
 from xgemm.checks import one_device
 
 multigpu = pytest.mark.multigpu
@@ -145,7 +145,7 @@ def test_memory_families_run_where_x_is(where, current, family):
     for name in xgemm.variants(family):
         with cupy.cuda.Device(current):
             args = (x, weights) if family == "stencil" else (x,)
-            run = memory.PLANNERS[family](*args, variant=name)
+            run = memory_bound.PLANNERS[family](*args, variant=name)
             got = run()
             assert cupy.cuda.Device().id == current
         assert run.device == where and got.device.id == where, name
@@ -197,7 +197,7 @@ def test_arrays_on_two_gpus_are_refused_before_anything_runs(monkeypatch):
         raise AssertionError("compiled or launched before the devices were checked")
 
     monkeypatch.setattr("xgemm.plan.get_kernel", refuse)
-    monkeypatch.setattr("xgemm.memory.get_kernel", refuse)
+    monkeypatch.setattr("xgemm.memory_bound.get_kernel", refuse)
     a0, b0, b1 = on(0, (64, 32)), on(0, (32, 48)), on(1, (32, 48))
     out1, bias1, c1 = on(1, (64, 48)), on(1, (48,)), on(1, (64, 48))
     torch = pytest.importorskip("torch")

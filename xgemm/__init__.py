@@ -13,10 +13,10 @@ Example:
     'naive'
 """
 
-from . import variants as _ladder  # noqa: F401  (registers the ladder)
+from . import declarations as _ladder  # noqa: F401  (registers the ladder)
 from .api import AUTO, DEFAULT_VARIANT, Launch, gemm, matmul, prepare, source
 from .compile import CompileError, PtxasReport, compile_offline
-from .memory import reverse, stencil3x3, sum, transpose  # noqa: A004
+from .memory_bound import reverse, stencil3x3, sum, transpose  # noqa: A004
 from .registry import ACTIVATIONS, DTYPES, Spec, Variant, families, get_variant, variants
 from .tuning import SweepResults, sweep, tune
 from .version import __version__

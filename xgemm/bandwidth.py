@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from .bench import relative_error, time_launches
-from .memory import PLANNERS
+from .memory_bound import PLANNERS
 from .registry import get_variant, numpy_dtype, variants
 
 #: Each family's default cases: the issue's targets (8192^2 float32 for transpose,
@@ -81,7 +81,7 @@ def _reference(family: str, x, weights) -> tuple[Any, float | None]:
     """What a variant's result is checked against, and the scale of its error: CuPy's
     result and (None) its own norm; for sum the float64 sum and the sum of |x|, since a
     sum of random signs can land near zero, where any rounding is a large fraction of it
-    (the bound ``xgemm.memory.sum_error_bound`` uses the same scale)."""
+    (the bound ``xgemm.memory_bound.sum_error_bound`` uses the same scale)."""
     import cupy
 
     if family == "sum":

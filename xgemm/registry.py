@@ -1,6 +1,6 @@
 """What a kernel variant is, and the registry that names them.
 
-A variant is declared once, as data (see ``xgemm/variants.py``): its template, default
+A variant is declared once, as data (see ``xgemm/declarations.py``): its template, default
 parameters, the space a sweep walks, the constraints its parameters must meet and its
 launch geometry. The constraints and geometry are Python expressions over the same
 names the template uses (``BM``, ``TM``, ``tile``...), so a reader sees in one place what
@@ -202,7 +202,7 @@ class Variant:
     #: ``prepare(...).copies`` names it); a variant named in the call reads it in place.
     transpose_first: Mapping[str, tuple[str, str]] = field(default_factory=dict)
     #: The family it belongs to: "gemm" (the ladder), or one of the memory-bound
-    #: families of ``xgemm.memory`` ("transpose", "reverse", "sum", "stencil"), whose
+    #: families of ``xgemm.memory_bound`` ("transpose", "reverse", "sum", "stencil"), whose
     #: expressions use M and N for the rows and columns of their input.
     family: str = "gemm"
     kernel_name: str = field(init=False)

@@ -10,7 +10,7 @@ from conftest import DTYPES, TOLERANCE, frobenius_error
 
 import xgemm
 import xgemm.gpu
-from xgemm import memory
+from xgemm import memory_bound
 
 gpu = pytest.mark.gpu
 
@@ -70,11 +70,11 @@ def test_parameters_are_checked_against_the_declaration():
 
 
 def test_sum_error_bound_grows_with_depth():
-    small, large = memory.sum_error_bound(1000), memory.sum_error_bound(2**28)
+    small, large = memory_bound.sum_error_bound(1000), memory_bound.sum_error_bound(2**28)
     assert 0 < small < large < 2e-4
-    assert memory.sum_error_bound(2**28, "two_pass", sms=114) > large  # fewer SMs: deeper
-    assert memory.sum_error_bound(1000, dtype="float64") < 1e-13
-    assert memory.sum_error_bound(1000, dtype="bfloat16") > 2.0**-8
+    assert memory_bound.sum_error_bound(2**28, "two_pass", sms=114) > large  # fewer SMs: deeper
+    assert memory_bound.sum_error_bound(1000, dtype="float64") < 1e-13
+    assert memory_bound.sum_error_bound(1000, dtype="bfloat16") > 2.0**-8
 
 
 # -- on the GPU --------------------------------------------------------------------------------
@@ -87,14 +87,14 @@ TRANSPOSE_SHAPES = [(1, 1), (1, 7), (7, 1), (33, 65), (127, 129), (300, 1000), (
 def test_transpose(rng, family, name, dtype):
     for shape in TRANSPOSE_SHAPES:
         x = rng.array(shape, dtype)
-        run = memory.plan_transpose(x, name)
+        run = memory_bound.plan_transpose(x, name)
         got = _poisoned_run(run)
         assert got.shape == shape[::-1] and bool((got == x.T).all()), (name, shape)
     wide = rng.array((129, 77), dtype)[:, 3:68]  # a slice: ld = 77, read in place
-    run = memory.plan_transpose(wide, name)
+    run = memory_bound.plan_transpose(wide, name)
     assert run.copies == () and bool((_poisoned_run(run) == wide.T).all())
     stepped = rng.array((40, 60), dtype)[:, ::2]  # no unit stride: copied, and said so
-    run = memory.plan_transpose(stepped, name)
+    run = memory_bound.plan_transpose(stepped, name)
     assert run.copies == ("x",) and bool((run() == stepped.T).all())
 
 
@@ -102,18 +102,18 @@ def test_transpose(rng, family, name, dtype):
 @pytest.mark.parametrize("name, params", _corners("transpose"))
 def test_transpose_corners(rng, name, params):
     x = rng.array((257, 131))
-    assert bool((memory.plan_transpose(x, name, **params)() == x.T).all()), params
+    assert bool((memory_bound.plan_transpose(x, name, **params)() == x.T).all()), params
 
 
 @gpu
 def test_transpose_vectorized_takes_the_aligned_path_only_when_it_may(rng):
-    aligned = memory.plan_transpose(rng.array((64, 128)), "vectorized")
+    aligned = memory_bound.plan_transpose(rng.array((64, 128)), "vectorized")
     assert dict(aligned.steps[0].spec.flags) == {"aligned": True}
     x = rng.array((68, 132))  # aligned, not whole tiles
-    run = memory.plan_transpose(x, "vectorized", TILE=32, BLOCK_ROWS=4)
+    run = memory_bound.plan_transpose(x, "vectorized", TILE=32, BLOCK_ROWS=4)
     assert dict(run.steps[0].spec.flags) == {"aligned": True} and bool((run() == x.T).all())
     for x in (rng.array((64, 127)), rng.array((63, 128)), rng.array((64, 130))[:, 1:129]):
-        run = memory.plan_transpose(x, "vectorized")
+        run = memory_bound.plan_transpose(x, "vectorized")
         assert dict(run.steps[0].spec.flags) == {"aligned": False}
         assert bool((run() == x.T).all())
 
@@ -127,7 +127,7 @@ REVERSE_LENGTHS = [1, 2, 255, 256, 257, 1023, 1025, 4097, 1_000_003]
 def test_reverse(rng, family, name, dtype):
     for n in REVERSE_LENGTHS:
         x = rng.array((n,), dtype)
-        got = _poisoned_run(memory.plan_reverse(x, name))
+        got = _poisoned_run(memory_bound.plan_reverse(x, name))
         assert bool((got == x[::-1]).all()), (name, n)
 
 
@@ -135,7 +135,7 @@ def test_reverse(rng, family, name, dtype):
 @pytest.mark.parametrize("name, params", _corners("reverse"))
 def test_reverse_corners(rng, name, params):
     x = rng.array((100_003,))
-    assert bool((memory.plan_reverse(x, name, **params)() == x[::-1]).all()), params
+    assert bool((memory_bound.plan_reverse(x, name, **params)() == x[::-1]).all()), params
 
 
 @gpu
@@ -143,7 +143,7 @@ def test_reverse_checks_its_input(rng):
     with pytest.raises(ValueError, match="x must be 1-D, got shape"):
         xgemm.reverse(rng.array((3, 4)))
     x = rng.array((1000,))[::3]
-    run = memory.plan_reverse(x)
+    run = memory_bound.plan_reverse(x)
     assert run.copies == ("x",) and bool((run() == x[::-1]).all())
     assert xgemm.reverse(rng.array((0,))).shape == (0,)
 
@@ -155,7 +155,7 @@ def _check_sum(x, got, name, params=None, axis=None):
     wide = x.astype(cupy.float64)
     exact = wide.sum(axis=axis)
     scale = cupy.abs(wide).sum(axis=axis)
-    bound = memory.sum_error_bound(x.size if axis is None else x.shape[-1], name,
+    bound = memory_bound.sum_error_bound(x.size if axis is None else x.shape[-1], name,
                                    x.dtype.name, sms=xgemm.gpu.multiprocessors(0),
                                    **(params or {}))
     error = cupy.abs(got.astype(cupy.float64) - exact)
@@ -190,19 +190,19 @@ def test_sum_corners(rng, name, params):
 @gpu
 def test_sum_passes_and_finishes(rng):
     x = rng.array((2**22,))
-    assert len(memory.plan_sum(x, variant="two_pass").steps) == 2
-    assert len(memory.plan_sum(x, variant="atomic").steps) == 1
-    assert len(memory.plan_sum(x, variant="warp_shuffle").steps) == 3  # 4096, 4, 1 sums
+    assert len(memory_bound.plan_sum(x, variant="two_pass").steps) == 2
+    assert len(memory_bound.plan_sum(x, variant="atomic").steps) == 1
+    assert len(memory_bound.plan_sum(x, variant="warp_shuffle").steps) == 3  # 4096, 4, 1 sums
     import cupy
 
     positive = cupy.abs(x)  # a sum far from 0: a running total would double it
-    run = memory.plan_sum(positive, variant="atomic")  # zeroed before each call
+    run = memory_bound.plan_sum(positive, variant="atomic")  # zeroed before each call
     first, second = float(run()), float(run())
     exact = float(positive.astype(cupy.float64).sum())
-    bound = memory.sum_error_bound(positive.size, "atomic",
+    bound = memory_bound.sum_error_bound(positive.size, "atomic",
                                    sms=xgemm.gpu.multiprocessors(0)) * exact
     assert abs(first - exact) <= bound and abs(second - exact) <= bound
-    deterministic = memory.plan_sum(x, variant="two_pass")
+    deterministic = memory_bound.plan_sum(x, variant="two_pass")
     assert float(deterministic()) == float(deterministic())
 
 
@@ -215,7 +215,7 @@ def test_sum_edges_and_errors(rng):
     with pytest.raises(ValueError, match="axis must be None or the last axis"):
         xgemm.sum(rng.array((4, 5)), axis=0)
     x = rng.array((50, 60))[:, ::2]
-    run = memory.plan_sum(x, axis=-1)
+    run = memory_bound.plan_sum(x, axis=-1)
     assert run.copies == ("x",)
     _check_sum(cupy.ascontiguousarray(x), run(), "two_pass", axis=-1)
 
@@ -236,7 +236,7 @@ def _correlate(x, w):
 def test_stencil(rng, family, name, dtype):
     for shape in [(1, 1), (2, 3), (33, 65), (127, 129), (300, 257)]:
         x, w = rng.array(shape, dtype), rng.array((3, 3), dtype)
-        got = _poisoned_run(memory.plan_stencil3x3(x, w, name))
+        got = _poisoned_run(memory_bound.plan_stencil3x3(x, w, name))
         err = frobenius_error(got, _correlate(x, w))
         assert got.shape == shape and err < TOLERANCE[dtype], (name, shape, err)
 
@@ -245,7 +245,7 @@ def test_stencil(rng, family, name, dtype):
 @pytest.mark.parametrize("name, params", _corners("stencil"))
 def test_stencil_corners(rng, name, params):
     x, w = rng.array((131, 257)), rng.array((3, 3))
-    got = memory.plan_stencil3x3(x, w, name, **params)()
+    got = memory_bound.plan_stencil3x3(x, w, name, **params)()
     assert frobenius_error(got, _correlate(x, w)) < 1e-5, params
 
 

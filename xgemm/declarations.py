@@ -330,10 +330,10 @@ register(Variant(
 ))
 
 
-# -- The memory-bound families (xgemm.memory): the lectures' other shared-memory kernels. --
+# -- The memory-bound families (xgemm.memory_bound): the lectures' other shared-memory kernels. --
 # Their yardstick is the device's copy bandwidth. Expressions use M and N for the rows and
 # columns of the input (a 1-D input of reverse: N; sum: N elements in each of M segments).
-# Their defaults were reasoned before any GPU run; memory.DEFAULTS picks each family's
+# Their defaults were reasoned before any GPU run; memory_bound.DEFAULTS picks each family's
 # variant from the H100 measurements (bench/h100_bandwidth_*.txt).
 
 register(Variant(
