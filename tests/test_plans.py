@@ -31,7 +31,7 @@ def test_the_cache_is_bounded_and_least_recently_used_goes_first():
 def test_a_variant_declares_its_extra_arguments():
     wgmma = xgemm.get_variant("wgmma")
     assert wgmma.extra_args == ("tensor_map_a", "tensor_map_b", "tensor_map_c") and wgmma.tma
-    assert wgmma.tma_box("b", {**wgmma.defaults, "CLUSTER": 2}) == wgmma.defaults["BN"] // 2
+    assert wgmma.tma_box("c", {**wgmma.defaults, "CONSUMERS": 2}) == wgmma.defaults["BM"] // 2
     assert wgmma.tma_box("c", {**wgmma.defaults, "TMA_STORE": 0}) == 0
     assert xgemm.get_variant("splitk").extra_args == ("partials", "arrivals")
     assert not xgemm.get_variant("pipelined").extra_args  # the same template, one split

@@ -12,12 +12,15 @@ runs on unless it names the oldest (``min_cc``).
 Defaults are the fastest point of each space at 4096 x 4096 x 4096 on an H100 (from
 ``xgemm.bench.sweep``; for mma in float16, where STAGES=3 and 4 lie within 1%), except
 coarse2d, which keeps the seed text's configuration, wmma (not swept), mma_tf32 (mma's,
-within 3% of its own sweep's best, bench/h100_sweep_mma_tf32_4096.txt), wgmma (the
-fastest point of bench/h100_sweep_tma_store_{float16,bfloat16}_{4096,8192}.csv; PINGPONG
-stays 0: at 128 x 128 it ran 1-10% slower, bench/NOTES.md) and wgmma_tf32 (the fastest
-of bench/h100_sweep_wgmma_bfloat16_4096.csv, the CLUSTER sweeps and
-bench/h100_sweep_tma_store_wgmma_tf32_4096.csv: its float32 C staged for TMA leaves room
-for two stages only, which lost).
+6% behind its own sweep's best, STAGES=2: 171.4 against 183.1 TFLOP/s,
+bench/results/h100/sweeps/mma_tf32_4096.txt), wgmma_ring (the fastest point of
+wgmma_bfloat16_4096.csv, C stored from registers: 4 stages), wgmma (the fastest point of
+wgmma_tma_store_{float16,bfloat16}_{4096,8192}.csv) and wgmma_tf32 (the fastest of
+wgmma_bfloat16_4096.csv and wgmma_tf32_tma_store_4096.csv: its float32 C staged for TMA
+leaves room for two stages only, which lost); the sweeps are in bench/results/h100/sweeps/.
+Three wgmma switches that measured no gain left the template (docs/notes.md): consumers
+taking whole tiles in turn (1-10% slower at 128 x 128), clusters of two sharing B by
+multicast (within 1%), C stored one value at a time.
 """
 
 from .registry import Variant, register
@@ -182,8 +185,8 @@ register(Variant(
     smem_bytes="BYTES * STAGES * BK * (BM + BN + 8)",  # + the pads of tile_a and tile_b
     dynamic_smem=True,
     # A column-major and B row-major arrive in 16-byte copies; the other layouts in 4-byte
-    # ones, scattered. A transpose first (bench/evidence/h100_transpose_first.txt): B pays
-    # from M = 1024 (NT 8192 x 4096 x 4096: 6.89 ms in place, 5.94 + 0.05 copied); A only
+    # ones, scattered. A transpose first (bench/results/h100/evidence/transpose_first.txt):
+    # B pays from M = 1024 (NT 8192 x 4096 x 4096: 6.89 ms in place, 5.94 + 0.05 copied); A only
     # where the grid has few tiles (1024^3: 0.068 ms, 0.059 + 0.005; none from 4096^2 up)
     transpose_first={"a": ("col", "cdiv(M, BM) * cdiv(N, BN) <= 2 * SMS"),
                      "b": ("row", "M >= 1024")},
@@ -192,7 +195,7 @@ register(Variant(
 
 register(Variant(
     name="splitk",
-    template="gemm/09_pipelined.cu.j2",
+    template="gemm/10_splitk.cu.j2",
     adds="SPLITS blocks share a tile of C over stretches of K; the last adds the partials in order",
     defaults={"BM": 64, "BN": 64, "BK": 16, "WM": 32, "WN": 32, "WNITER": 2, "TM": 4, "TN": 4,
               "GROUP": 1, "STAGES": 3, "SPLITS": 16},
@@ -221,7 +224,7 @@ TENSOR_CORES = dict(
 
 register(Variant(
     name="wmma",
-    template="gemm/10_wmma.cu.j2",
+    template="gemm/11_wmma.cu.j2",
     adds="tensor cores through the WMMA API: a warp multiplies 16 x 16 x 16 fragments at once",
     defaults={"BM": 128, "BN": 128, "BK": 32, "WM": 64, "WN": 32},
     space={"BM": [64, 128], "BN": [64, 128], "BK": [16, 32], "WM": [32, 64], "WN": [32, 64]},
@@ -234,14 +237,14 @@ register(Variant(
     **TENSOR_CORES,
 ))
 
-# What a TF32 rung (11', 12') is: float32 inputs on the tensor cores as TF32, only when
+# What a TF32 rung (12', 13') is: float32 inputs on the tensor cores as TF32, only when
 # asked for (by name, or precision="tf32"), read K-major.
 TF32 = dict(dtypes=("float32",), a_layouts=("row",), b_layouts=("col",), precision="tf32")
 TF32_ADDS = "(10-bit mantissas): K-major operands (a row-major A, a column-major B such as w.T)"
 
-# Rung 11 for 16-bit inputs and for float32 inputs as TF32.
+# Rung 12 for 16-bit inputs and for float32 inputs as TF32.
 MMA = dict(
-    template="gemm/11_mma.cu.j2",
+    template="gemm/12_mma.cu.j2",
     defaults={"BM": 128, "BN": 128, "BK": 32, "WM": 64, "WN": 64, "STAGES": 3, "GROUP": 8},
     space={"BM": [64, 128, 256], "BN": [64, 128, 256], "BK": [32, 64], "WM": [32, 64],
            "WN": [32, 64], "STAGES": [2, 3, 4], "GROUP": [8]},
@@ -272,53 +275,62 @@ register(Variant(
     **{**MMA, **TF32},
 ))
 
-# The Hopper rung: one template for 16-bit inputs and for float32 inputs as TF32.
-WGMMA = dict(
-    template="gemm/12_wgmma.cu.j2",
-    defaults={"BM": 128, "BN": 256, "CONSUMERS": 2, "STAGES": 3, "GROUP": 8, "STORE": 2,
-              "CLUSTER": 1, "PINGPONG": 0, "TMA_STORE": 1},
-    space={"BM": [64, 128, 256], "BN": [64, 128, 256], "CONSUMERS": [1, 2],
-           "STAGES": [2, 3, 4, 5, 6], "GROUP": [8], "STORE": [1, 2], "CLUSTER": [1, 2],
-           "PINGPONG": [0, 1], "TMA_STORE": [0, 1]},
+# The Hopper rungs: wgmma fed by a TMA ring (13), and its C through TMA stores (14), for
+# 16-bit inputs and (14') float32 inputs as TF32.
+HOPPER = dict(
     constraints=[
         "STAGES >= 2",      # a consumer hands a slot back only once the next one is full
         "CONSUMERS <= 2 and BM <= 256",  # a TMA box has at most 256 rows
-        "PINGPONG in (0, 1) and (not PINGPONG or CONSUMERS == 2)",  # two take turns
         # whole m64 rows per consumer warpgroup, whole 64-wide boxes
-        "BM % (64 * (1 if PINGPONG else CONSUMERS)) == 0 and BN % 64 == 0",
-        # accumulators a consumer thread holds
-        "(BM if PINGPONG else BM // CONSUMERS) // 64 * BN // 2 <= 128",
-        "STORE in (1, 2) and CLUSTER in (1, 2)",
-        "BN * BYTES // 128 % CLUSTER == 0",  # B's 128-byte boxes split evenly in a cluster
-        # C through TMA; where TMA cannot write C, it leaves from registers in pairs
-        "TMA_STORE in (0, 1) and (not TMA_STORE or STORE == 2)",
-        # ptxas spills staging a float32 C from two m64 row blocks of 128 accumulators
-        # in the 168 registers a thread of 384 gets
-        "not (TMA_STORE and BYTES == 4 and CONSUMERS == 2 and BN == 128"
-        " and (BM if PINGPONG else BM // CONSUMERS) == 128)",
+        "BM % (64 * CONSUMERS) == 0 and BN % 64 == 0",
+        "BM // CONSUMERS // 64 * BN // 2 <= 128",  # accumulators a consumer thread holds
     ],
     block=("128 * (CONSUMERS + 1)",),
-    # one block per SM (whole clusters), at most one per tile
-    grid=("CLUSTER * min(SMS // CLUSTER, cdiv(cdiv(M, BM), CLUSTER) * cdiv(N, BN))", "1"),
-    # the ring (128 bytes of k per row a stage), its 2 x STAGES mbarriers, 1 KiB to align
-    # it; with TMA_STORE, each consumer warpgroup's rows of a tile of C
-    smem_bytes="STAGES * (BM + BN) * 128 + 16 * STAGES + 1024"
-               " + TMA_STORE * (CONSUMERS if PINGPONG else 1) * BM * BN * BYTES",
+    grid=("min(SMS, cdiv(M, BM) * cdiv(N, BN))", "1"),  # one block per SM, at most one per tile
     dynamic_smem=True,
     min_cc=90,
     target="sm_90a",
-    # A's box: BM rows; B's: a block's share of BN (the cluster brings the rest); C's: one
-    # consumer warpgroup's rows, when C leaves through TMA
-    tma_boxes={"a": "BM", "b": "BN // CLUSTER",
-               "c": "TMA_STORE * (BM if PINGPONG else BM // CONSUMERS)"},
+    dtypes=("float16", "bfloat16"),
+)
+# the ring (128 bytes of k per row a stage), its 2 x STAGES mbarriers, 1 KiB to align it
+RING_BYTES = "STAGES * (BM + BN) * 128 + 16 * STAGES + 1024"
+
+register(Variant(
+    name="wgmma_ring",
+    template="gemm/13_wgmma_ring.cu.j2",
+    adds="Hopper: warpgroups issue wgmma on shared-memory tiles that TMA brings into an mbarrier"
+         " ring; a producer warpgroup, CONSUMERS consumer warpgroups, a persistent grid",
+    defaults={"BM": 128, "BN": 256, "CONSUMERS": 2, "STAGES": 4, "GROUP": 8},
+    space={"BM": [64, 128, 256], "BN": [64, 128, 256], "CONSUMERS": [1, 2],
+           "STAGES": [2, 3, 4, 5, 6], "GROUP": [8]},
+    smem_bytes=RING_BYTES,
+    tma_boxes={"a": "BM", "b": "BN"},  # A's box: BM rows; B's: BN
+    extra_args=("tensor_map_a", "tensor_map_b"),
+    **HOPPER,
+))
+
+WGMMA = dict(
+    **{**HOPPER, "constraints": [
+        *HOPPER["constraints"],
+        "TMA_STORE in (0, 1)",
+        # ptxas spills staging a float32 C from two m64 row blocks of 128 accumulators
+        # in the 168 registers a thread of 384 gets
+        "not (TMA_STORE and BYTES == 4 and CONSUMERS == 2 and BN == 128 and BM == 256)",
+    ]},
+    template="gemm/14_wgmma.cu.j2",
+    defaults={"BM": 128, "BN": 256, "CONSUMERS": 2, "STAGES": 3, "GROUP": 8, "TMA_STORE": 1},
+    space={"BM": [64, 128, 256], "BN": [64, 128, 256], "CONSUMERS": [1, 2],
+           "STAGES": [2, 3, 4, 5, 6], "GROUP": [8], "TMA_STORE": [0, 1]},
+    # with TMA_STORE, each consumer warpgroup's rows of a tile of C as well
+    smem_bytes=RING_BYTES + " + TMA_STORE * BM * BN * BYTES",
+    # C's box: one consumer warpgroup's rows, when C leaves through TMA
+    tma_boxes={"a": "BM", "b": "BN", "c": "TMA_STORE * BM // CONSUMERS"},
     extra_args=("tensor_map_a", "tensor_map_b", "tensor_map_c"),
 )
 
 register(Variant(
     name="wgmma",
-    adds="Hopper: warpgroups issue wgmma on shared-memory tiles that TMA brings into an mbarrier"
-         " ring; a producer warpgroup, CONSUMERS consumer warpgroups, a persistent grid",
-    dtypes=("float16", "bfloat16"),
+    adds="C staged in shared memory and written by TMA stores while the next tile runs",
     **WGMMA,
 ))
 
@@ -334,7 +346,7 @@ register(Variant(
 # Their yardstick is the device's copy bandwidth. Expressions use M and N for the rows and
 # columns of the input (a 1-D input of reverse: N; sum: N elements in each of M segments).
 # Their defaults were reasoned before any GPU run; memory_bound.DEFAULTS picks each family's
-# variant from the H100 measurements (bench/h100_bandwidth_*.txt).
+# variant from the H100 measurements (bench/results/h100/evidence/bandwidth_*.json).
 
 register(Variant(
     family="transpose",
