@@ -3,10 +3,30 @@ where no CUDA device can be used; everything else runs anywhere."""
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 import pytest
 
 from xgemm.gpu import gpu_unavailable
+
+
+class FakeGpuArray:
+    """Looks like a GPU array to xgemm's checks (the CUDA array interface), pointing at no
+    memory at all: for the checks that must refuse bad input before any GPU work."""
+
+    def __init__(self, shape, typestr="<f4"):
+        self.shape = shape
+        self.__cuda_array_interface__ = {
+            "shape": shape, "typestr": typestr, "data": (0, False), "strides": None, "version": 3,
+        }
+
+
+@pytest.fixture
+def no_cupy(monkeypatch):
+    """``import cupy`` fails during the test, as where CuPy is not installed: a check that
+    must refuse bad input before any GPU work shows that it needs no CuPy either."""
+    monkeypatch.setitem(sys.modules, "cupy", None)
 
 
 def gpu_count() -> int:
@@ -159,19 +179,14 @@ def home_dtype(name: str) -> str:
     return "float32" if "float32" in dtypes else dtypes[0]
 
 
-def refuses_dtype(name: str, dtype: str) -> bool:
-    """True (after checking the refusal) when variant ``name`` lacks ``dtype``: a test
-    parametrized over both then has nothing more to run."""
-    import cupy
-
+def variant_dtypes(dtypes=DTYPES) -> list[tuple[str, str]]:
+    """(variant, dtype) for every GEMM variant and each of ``dtypes`` it multiplies: what a
+    test over variants and dtypes runs. A dtype a variant lacks is refused before any GPU
+    work (tests/test_validation.py checks that, once)."""
     import xgemm
 
-    if dtype in xgemm.get_variant(name).dtypes:
-        return False
-    a = cupy.ones((4, 4), dtype=cupy_dtype(dtype))
-    with pytest.raises(TypeError, match=f"supports .*, not {dtype}"):
-        xgemm.matmul(a, a, variant=name)
-    return True
+    return [(name, dtype) for name in xgemm.variants() for dtype in dtypes
+            if dtype in xgemm.get_variant(name).dtypes]
 
 
 def tma_copies(name, a, b) -> tuple[str, ...]:

@@ -4,7 +4,8 @@ They are memory-bound: what counts is how close they come to the device's copy
 bandwidth (``xgemm bench --family ...``). Each family's variants are declared beside the
 GEMM ladder (``xgemm/declarations.py``) and rendered from ``kernels/<family>/``; the checks
 are the GEMMs' (dtype, GPU arrays, parameters against the declared rules and the
-device's limits), all before anything is compiled or launched.
+device's limits), all before anything is compiled or launched; those that need no GPU
+(GPU arrays, dtype, shapes, parameters) before CuPy is even imported.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .checks import layout_of, meta, on_gpu, one_device
+from .checks import dtype_name, layout_of, meta, on_gpu, one_device
 from .compile import get_kernel
 from .gpu import multiprocessors
 from .launch import to_cupy
@@ -79,26 +80,48 @@ class Run:
 
 
 # -- checks --------------------------------------------------------------------------------
-def _planner(family: str):
+def _planner(family: str, rules: Callable[..., None]):
     """A family's planner takes ``x`` checked and as a CuPy array, and runs on x's GPU:
-    whatever it allocates (the result, copies, partial sums) lies beside x."""
+    whatever it allocates (the result, copies, partial sums) lies beside x.
+
+    What needs no GPU is checked first, before CuPy is imported: that x is a GPU array
+    (host arrays and non-arrays: TypeError naming the fix) of a dtype the family takes,
+    then the family's ``rules(shape, dtype, *args, **kwargs)``, given the planner's own
+    arguments: x's shape, the variant and its parameters against the declaration."""
+
+    def check(shape: tuple[int, ...], dtype: Any, args: tuple, kwargs: dict) -> None:
+        name = dtype_name(dtype)
+        if name not in DTYPES:
+            raise TypeError(f"x has dtype {name}; xgemm.{family} takes {', '.join(DTYPES)}")
+        rules(tuple(shape), name, *args, **kwargs)
 
     def wrap(plan: Callable[..., Run]) -> Callable[..., Run]:
         @functools.wraps(plan)
         def on_x_device(x: Any, *args: Any, **kwargs: Any) -> Run:
+            found = meta(x, "x")
+            if found is not None:
+                check(found.shape, found.dtype, args, kwargs)
             import cupy
 
-            meta(x, "x")  # host arrays and non-arrays: TypeError naming the fix
             x = to_cupy(x)
-            if x.dtype.name not in DTYPES:
-                raise TypeError(f"x has dtype {x.dtype.name}; xgemm.{family} takes "
-                                f"{', '.join(DTYPES)}")
+            if found is None:  # a DLPack object tells its shape and dtype once converted
+                check(x.shape, x.dtype, args, kwargs)
             with cupy.cuda.Device(x.device.id):
                 return plan(x, *args, **kwargs)
 
         return on_x_device
 
     return wrap
+
+
+def _declared(family: str, variant: str | None, params: dict, dtype: str) -> None:
+    """The variant exists and ``params`` keep its declared rules for ``dtype``."""
+    get_variant(variant or DEFAULTS[family], family).resolve(params, dtype)
+
+
+def _two_d(shape: tuple[int, ...]) -> None:
+    if len(shape) != 2:
+        raise ValueError(f"x must be 2-D, got shape {shape}")
 
 
 def _resolve(family: str, variant: str | None, params: dict, dtype: str, device: int
@@ -114,8 +137,6 @@ def _rows(x: cupy.ndarray, name: str, copies: list[str]) -> tuple[cupy.ndarray, 
     dimension; one with no unit column stride is copied first, and named in ``copies``."""
     import cupy
 
-    if x.ndim != 2:
-        raise ValueError(f"{name} must be 2-D, got shape {x.shape}")
     layout = layout_of(x.shape, x.strides, x.itemsize, ("row",))
     if layout is None:
         x = cupy.ascontiguousarray(x)
@@ -131,7 +152,13 @@ def _grid(v: Variant, p: dict[str, int], m: int, n: int, device: int):
 
 
 # -- transpose -------------------------------------------------------------------------------
-@_planner("transpose")
+def _transpose_rules(shape: tuple[int, ...], dtype: str, /, variant: str | None = None,
+                     **params: int) -> None:
+    _two_d(shape)
+    _declared("transpose", variant, params, dtype)
+
+
+@_planner("transpose", _transpose_rules)
 def plan_transpose(x: Any, variant: str | None = None, **params: int) -> Run:
     """Check and lay out ``transpose(x)`` without running it (see :func:`transpose`)."""
     import cupy
@@ -167,14 +194,19 @@ def transpose(x: Any, variant: str | None = None, **params: int) -> cupy.ndarray
 
 
 # -- reverse -----------------------------------------------------------------------------------
-@_planner("reverse")
+def _reverse_rules(shape: tuple[int, ...], dtype: str, /, variant: str | None = None,
+                   **params: int) -> None:
+    if len(shape) != 1:
+        raise ValueError(f"x must be 1-D, got shape {shape}: reverse x.ravel(), or one axis "
+                         "with cupy.flip")
+    _declared("reverse", variant, params, dtype)
+
+
+@_planner("reverse", _reverse_rules)
 def plan_reverse(x: Any, variant: str | None = None, **params: int) -> Run:
     """Check and lay out ``reverse(x)`` without running it (see :func:`reverse`)."""
     import cupy
 
-    if x.ndim != 1:
-        raise ValueError(f"x must be 1-D, got shape {x.shape}: reverse x.ravel(), or one axis "
-                         "with cupy.flip")
     copies = []
     if x.size > 1 and x.strides[0] != x.itemsize:
         x = cupy.ascontiguousarray(x)
@@ -236,17 +268,27 @@ def sum_error_bound(n: int, variant: str = "two_pass", dtype: str = "float32",
     return bound + {"float16": 2.0**-11, "bfloat16": 2.0**-8}.get(dtype, 0.0)
 
 
-@_planner("sum")
+def _sum_rules(shape: tuple[int, ...], dtype: str, /, axis: int | None = None,
+               variant: str | None = None, **params: int) -> None:
+    last = len(shape) - 1
+    if axis is not None and axis not in (-1, last):
+        raise ValueError(f"axis must be None or the last axis ({last} or -1), got {axis}:"
+                         " move the axis last (cupy.moveaxis), or use cupy.sum")
+    if not shape and axis is not None:
+        raise ValueError("a 0-D array has no axis to sum over: use axis=None")
+    segments = 1 if axis is None else math.prod(shape[:-1])
+    if segments > 65535:
+        raise ValueError(f"{segments} segments to sum: xgemm.sum takes at most 65535 (one "
+                         "block row each); sum in pieces, or use cupy.sum")
+    _declared("sum", variant, params, dtype)
+
+
+@_planner("sum", _sum_rules)
 def plan_sum(x: Any, axis: int | None = None, variant: str | None = None,
              **params: int) -> Run:
     """Check and lay out ``sum(x, axis)`` without running it (see :func:`sum`)."""
     import cupy
 
-    if axis is not None and axis not in (-1, x.ndim - 1):
-        raise ValueError(f"axis must be None or the last axis ({x.ndim - 1} or -1), got {axis}:"
-                         " move the axis last (cupy.moveaxis), or use cupy.sum")
-    if x.ndim == 0 and axis is not None:
-        raise ValueError("a 0-D array has no axis to sum over: use axis=None")
     copies = []
     if not x.flags.c_contiguous:
         x = cupy.ascontiguousarray(x)
@@ -256,9 +298,6 @@ def plan_sum(x: Any, axis: int | None = None, variant: str | None = None,
     acc = "float64" if dtype == "float64" else "float32"
     segments, n = (1, x.size) if axis is None else (math.prod(x.shape[:-1]), x.shape[-1])
     shape = () if axis is None else x.shape[:-1]
-    if segments > 65535:
-        raise ValueError(f"{segments} segments to sum: xgemm.sum takes at most 65535 (one "
-                         "block row each); sum in pieces, or use cupy.sum")
     sums = cupy.zeros(segments, dtype=acc)
     run = Run([], device, sums, x.size * x.itemsize, copies=tuple(copies), keep=(x,))
     if n == 0 or segments == 0:
@@ -301,7 +340,25 @@ def sum(x: Any, axis: int | None = None, variant: str | None = None,  # noqa: A0
 
 
 # -- stencil -----------------------------------------------------------------------------------
-@_planner("stencil")
+def _check_weights(shape: tuple[int, ...], dtype: Any, x_dtype: str) -> None:
+    if tuple(shape) != (3, 3):
+        raise ValueError(f"weights has shape {tuple(shape)}; a 3 x 3 stencil needs (3, 3)")
+    if dtype_name(dtype) != x_dtype:
+        raise TypeError(f"weights has dtype {dtype_name(dtype)} and x {x_dtype}: convert with "
+                        f"weights.astype({x_dtype!r})")
+
+
+def _stencil_rules(shape: tuple[int, ...], dtype: str, /, weights: Any,
+                   variant: str | None = None, **params: int) -> None:
+    _two_d(shape)
+    # 9 values on the host (an array or a list) are uploaded to x's GPU
+    w = meta(weights, "weights") if on_gpu(weights) else np.asarray(weights)
+    if w is not None:  # None: DLPack weights, checked once converted
+        _check_weights(w.shape, w.dtype, dtype)
+    _declared("stencil", variant, params, dtype)
+
+
+@_planner("stencil", _stencil_rules)
 def plan_stencil3x3(x: Any, weights: Any, variant: str | None = None, **params: int) -> Run:
     """Check and lay out ``stencil3x3(x, weights)`` without running it."""
     import cupy
@@ -309,15 +366,11 @@ def plan_stencil3x3(x: Any, weights: Any, variant: str | None = None, **params: 
     if on_gpu(weights):
         w = to_cupy(weights)
         one_device(x=x, weights=w)
-    else:  # 9 values: a host array or a list is uploaded to x's GPU
+        _check_weights(w.shape, w.dtype, x.dtype.name)  # DLPack weights tell theirs only now
+    else:  # checked by _stencil_rules as NumPy sees them, and uploaded alike
         w = cupy.asarray(weights)
     copies: list[str] = []
     x, ld = _rows(x, "x", copies)
-    if w.shape != (3, 3):
-        raise ValueError(f"weights has shape {w.shape}; a 3 x 3 stencil needs (3, 3)")
-    if w.dtype != x.dtype:
-        raise TypeError(f"weights has dtype {w.dtype.name} and x {x.dtype.name}: convert with "
-                        f"weights.astype({x.dtype.name!r})")
     w = cupy.ascontiguousarray(w)
     device, dtype = x.device.id, x.dtype.name
     v, p = _resolve("stencil", variant, params, dtype, device)
