@@ -1,8 +1,8 @@
-"""The first run of the wgmma rung on the H100 (bench/h100_wgmma_probe.txt): correctness
-in every layout and dtype against float64 (and, had a layout with an MN-major operand
-failed, the same with its descriptor's two byte offsets swapped: none did), then CUDA-event
-timings (3 warm-ups, median of 20) of a few tile shapes against cupy.matmul on the same
-arrays, in one process.
+"""The first run of the wgmma rung on the H100 (bench/results/h100/evidence/wgmma_probe.txt):
+correctness in every layout and dtype against float64 (and, had a layout with an MN-major
+operand failed, the same with its descriptor's two byte offsets swapped: none did), then
+CUDA-event timings (3 warm-ups, median of 20) of a few tile shapes against cupy.matmul on
+the same arrays, in one process.
 
     PYTHONPATH=. python3 bench/probe_wgmma.py
 """

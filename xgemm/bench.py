@@ -19,12 +19,14 @@ import csv
 import functools
 import json
 import math
+import os
 import platform
 import statistics
 import subprocess
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 from .api import AUTO, Launch, prepare
@@ -136,8 +138,39 @@ def measure_copy_bandwidth(nbytes: int = 2**30, repeat: int = 10) -> float:
     return 2 * nbytes / (statistics.median(times) * 1e-3) / 1e9
 
 
+def source_commit() -> str | None:
+    """The commit of the xgemm being measured: ``$XGEMM_COMMIT`` where set (a copy of the
+    tree without ``.git``, as on a lent machine), else ``git rev-parse --short HEAD`` of
+    the repository this package is imported from, with ``-dirty`` where tracked files
+    differ from it; None where neither is known (an installed package).
+
+    >>> source_commit()  # doctest: +SKIP
+    'edca202'
+    """
+    if os.environ.get("XGEMM_COMMIT"):
+        return os.environ["XGEMM_COMMIT"]
+    root = Path(__file__).resolve().parents[1]
+
+    def git(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True,
+                              timeout=20)
+
+    try:
+        top = git("rev-parse", "--show-toplevel")
+        if top.returncode or Path(top.stdout.strip()).resolve() != root:
+            return None  # not a checkout of xgemm (or inside another repository)
+        head = git("rev-parse", "--short", "HEAD")
+        if head.returncode:
+            return None
+        dirty = git("diff", "--quiet", "HEAD", "--").returncode == 1
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return head.stdout.strip() + ("-dirty" if dirty else "")
+
+
 def machine_info(measure: bool = True) -> dict[str, Any]:
-    """What the results were measured on, with the measured ceilings."""
+    """What the results were measured on, with the measured ceilings and the commit
+    (``source_commit``; omitted where unknown)."""
     import cupy
 
     dev = cupy.cuda.Device()
@@ -160,6 +193,9 @@ def machine_info(measure: bool = True) -> dict[str, Any]:
         "python": platform.python_version(),
         "fp32_peak_tflops": fp32_peak_tflops(sm_count, clock_mhz) if clock_mhz else None,
     }
+    commit = source_commit()
+    if commit:
+        info["commit"] = commit
     if measure:
         info["copy_bandwidth_gbs"] = measure_copy_bandwidth()
     return info

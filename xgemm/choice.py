@@ -44,7 +44,7 @@ def heuristic(m: int, n: int, k: int, dtype: str = "float32", cc: int = 90,
         params = dict(wgmma.defaults)
         if m <= 64 and precision is None:  # a few rows: one m64 warpgroup, narrow tiles,
             # a deep ring (16 x 4096 x 4096 float16: 0.027 ms against 0.031 for 128 x 128
-            # tiles, bench/evidence/h100_small_shape_sweeps.txt)
+            # tiles, bench/results/h100/evidence/small_shape_sweeps.txt)
             params.update(BM=64, BN=64, CONSUMERS=1, STAGES=6)
         elif cdiv(m, params["BM"]) * cdiv(n, params["BN"]) < sms:  # fewer tiles than SMs
             params.update(BN=128)
@@ -66,8 +66,8 @@ def heuristic(m: int, n: int, k: int, dtype: str = "float32", cc: int = 90,
         if dtype in pipelined.dtypes:
             params = dict(pipelined.defaults)  # 128 x 256 tiles: too few of them below 4096^2
             if cdiv(m, 128) * cdiv(n, 128) < 3 * sms // 2:  # 128 x 128: a ragged last wave
-                # 64 x 128 against 128 x 128 tiles, ms (bench/evidence/
-                # h100_small_shape_sweeps.txt): 1024^3
+                # 64 x 128 against 128 x 128 tiles, ms (bench/results/h100/evidence/
+                # small_shape_sweeps.txt): 1024^3
                 # 0.068 / 0.195, 1536^3 0.236 / 0.300; at 2048^3 0.432 / 0.402
                 params.update(BM=64, BN=128, WM=32, WN=64, STAGES=2)
             elif cdiv(m, params["BM"]) * cdiv(n, params["BN"]) < 2 * sms:  # two per SM

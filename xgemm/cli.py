@@ -1,4 +1,5 @@
-"""The ``xgemm`` command: ``xgemm bench``, ``xgemm plot``, ``xgemm sweep``, ``xgemm tune``."""
+"""The ``xgemm`` command: ``xgemm bench``, ``xgemm plot``, ``xgemm sweep``, ``xgemm tune``,
+``xgemm report``."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import argparse
 import os
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 DEFAULT_SIZES = (128, 256, 512, 1024, 2048, 4096, 8192)
 
@@ -89,6 +91,19 @@ def _parser() -> argparse.ArgumentParser:
     plot = sub.add_parser("plot", help="draw the figures from a saved --json")
     plot.add_argument("json", help="a file written by xgemm bench --json")
     _outputs(plot, with_json=False)
+
+    report = sub.add_parser("report", help="render README.md's tables from bench/results/<gpu>/",
+                            description="Render README.md's generated regions (the ladder, "
+                            "the machine, the figures, the call cost) from the result files. "
+                            "Needs no GPU.")
+    report.add_argument("--results", help="the results directory (default: the repository's "
+                                          "bench/results/h100)")
+    report.add_argument("--readme", help="the README to check or write (default: the "
+                                         "repository's README.md)")
+    mode = report.add_mutually_exclusive_group()
+    mode.add_argument("--check", action="store_true",
+                      help="exit 1 with a diff where README differs from what the results render")
+    mode.add_argument("--write", action="store_true", help="rewrite README's regions")
     return parser
 
 
@@ -352,6 +367,27 @@ def _plot(args: argparse.Namespace) -> int:
     return 0
 
 
+def _readme(args: argparse.Namespace) -> int:
+    from . import report
+
+    if args.check:
+        diff = report.check(args.readme, args.results)
+        if diff:
+            print(diff, end="")
+            print("README.md differs from the results: run `xgemm report --write`",
+                  file=sys.stderr)
+        return 1 if diff else 0
+    if args.write:
+        changed = report.write(args.readme, args.results)
+        print("README.md rewritten" if changed else "README.md already agrees with the results")
+        return 0
+    regions = report.render(report.load(args.results or report.REPO / report.RESULTS),
+                            Path(args.readme).parent if args.readme else report.REPO)
+    for name in report.REGIONS:
+        print(f"<!-- xgemm report: {name} -->\n{regions[name]}\n<!-- end -->\n")
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``xgemm`` command.
 
@@ -360,7 +396,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     """
     args = _parser().parse_args(argv)
     try:
-        commands = {"bench": _bench, "plot": _plot, "sweep": _sweep, "tune": _tune}
+        commands = {"bench": _bench, "plot": _plot, "sweep": _sweep, "tune": _tune,
+                    "report": _readme}
         return commands[args.command](args)
     except (ValueError, RuntimeError, OSError) as exc:
         print(f"xgemm {args.command}: {exc}", file=sys.stderr)

@@ -27,9 +27,16 @@ def _series(results: Sequence[Result]) -> dict[str, list[Result]]:
     return series
 
 
+def _dtype(results: Sequence[Result]) -> str:
+    """The results' dtype (one run times one)."""
+    return results[0].dtype if results else "float32"
+
+
 def plot_tflops(results: Sequence[Result], machine: dict[str, Any], path: str) -> None:
-    """TFLOP/s against size for square problems, one line per variant, cuBLAS in black."""
+    """TFLOP/s against size for square problems, one line per variant, cuBLAS in black;
+    for float32, the FP32 peak of the exact rungs."""
     plt = _pyplot()
+    dtype = _dtype(results)
     fig, ax = plt.subplots(figsize=(8, 5))
     for name, rs in _series(results).items():
         square = sorted((r for r in rs if r.m == r.n == r.k), key=lambda r: r.m)
@@ -38,12 +45,12 @@ def plot_tflops(results: Sequence[Result], machine: dict[str, Any], path: str) -
         style = {"color": "black", "linewidth": 2.5} if name == "cublas" else {"marker": "o"}
         ax.plot([r.m for r in square], [r.tflops for r in square], label=name, **style)
     peak = machine.get("fp32_peak_tflops")
-    if peak:
+    if peak and dtype == "float32":
         ax.axhline(peak, color="grey", linestyle="--", label=f"FP32 peak {peak:.1f}")
     ax.set_xscale("log", base=2)
     ax.set_xlabel("M = N = K")
     ax.set_ylabel("TFLOP/s")
-    ax.set_title(f"xgemm float32 vs cuBLAS on {machine.get('gpu', 'GPU')}")
+    ax.set_title(f"xgemm {dtype} vs cuBLAS on {machine.get('gpu', 'GPU')}")
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
@@ -52,13 +59,16 @@ def plot_tflops(results: Sequence[Result], machine: dict[str, Any], path: str) -
 
 
 def plot_roofline(results: Sequence[Result], machine: dict[str, Any], path: str) -> None:
-    """A roofline from the measured ceilings, each result at its arithmetic intensity."""
+    """A roofline from the measured ceilings, each result at its arithmetic intensity
+    (float32: the FP32 peak is its roof)."""
     plt = _pyplot()
-    peak = machine.get("fp32_peak_tflops")
+    dtype = _dtype(results)
+    itemsize = {"float64": 8, "float32": 4}.get(dtype, 2)
+    peak = machine.get("fp32_peak_tflops") if dtype == "float32" else None
     bandwidth = machine.get("copy_bandwidth_gbs")
     fig, ax = plt.subplots(figsize=(8, 5))
     points = [r for r in results if r.ok]
-    xs = [intensity(r.m, r.n, r.k) for r in points] or [1.0]
+    xs = [intensity(r.m, r.n, r.k, itemsize) for r in points] or [1.0]
     lo, hi = min(min(xs) / 4, 0.25), max(xs) * 4
     if peak and bandwidth:
         grid = [lo * (hi / lo) ** (i / 200) for i in range(201)]
@@ -67,13 +77,13 @@ def plot_roofline(results: Sequence[Result], machine: dict[str, Any], path: str)
                 label=f"roof: {bandwidth:.0f} GB/s, {peak:.1f} TFLOP/s")
     for name, rs in _series(results).items():
         style = {"color": "black", "marker": "s"} if name == "cublas" else {"marker": "o"}
-        ax.scatter([intensity(r.m, r.n, r.k) for r in rs], [r.tflops for r in rs],
+        ax.scatter([intensity(r.m, r.n, r.k, itemsize) for r in rs], [r.tflops for r in rs],
                    label=name, s=18, **style)
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("arithmetic intensity (FLOP per byte of minimum DRAM traffic)")
     ax.set_ylabel("TFLOP/s")
-    ax.set_title(f"Roofline, float32, {machine.get('gpu', 'GPU')}")
+    ax.set_title(f"Roofline, {dtype}, {machine.get('gpu', 'GPU')}")
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()

@@ -123,8 +123,8 @@ def _holds(rule: str, names: Mapping[str, int]) -> bool:
 
 
 #: Each memory-bound family's variant when none is named: the fastest measured on the
-#: H100 (bench/h100_bandwidth_*.txt); for sum the deterministic one (two_pass: fastest at
-#: 10^7 elements, 0.90x warp_shuffle at 2^28). The GEMM's transposed copies
+#: H100 (bench/results/h100/evidence/bandwidth_*.json); for sum the deterministic one
+#: (two_pass: fastest at 10^7 elements, 0.90x warp_shuffle at 2^28). The GEMM's transposed copies
 #: (``Variant.transpose_first``) use the transpose named here.
 FAMILY_DEFAULTS = {"transpose": "vectorized", "reverse": "static_smem", "sum": "two_pass",
                    "stencil": "naive"}

@@ -1,0 +1,500 @@
+"""README.md's generated parts, rendered from the benchmark's result files.
+
+``bench/results/<gpu>/`` holds one benchmark run, as ``bench/run_canonical.sh`` writes it:
+a JSON per dtype (``xgemm bench --dtype D --json``; the TF32 rungs' run,
+``--precision tf32``, as its own column), the call cost (``xgemm bench --overhead
+--json``) and the figures (PNG). The file names do not matter: each JSON says what it
+holds (a bench run's dtype, a TF32 rung or ``"precision": "tf32"`` among its records, or
+the call cost's ``host_us``). Several runs of one dtype are read together, each rung's
+figure from the last file (by name) that measured it.
+
+README.md marks each generated region::
+
+    <!-- xgemm report: ladder -->
+    ...
+    <!-- end -->
+
+with the regions ``ladder`` (one row per rung, in ladder order), ``machine`` (what the
+results were measured on), ``figures`` and ``call_cost``. ``xgemm report --check`` fails
+with a diff where README.md differs from what the results render; ``xgemm report
+--write`` rewrites the regions. Nothing here needs CuPy or a GPU.
+
+Example:
+    >>> from xgemm import report
+    >>> results = report.load("bench/results/h100")  # doctest: +SKIP
+    >>> print(report.ladder_table(results))  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import os
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from . import declarations as _ladder  # noqa: F401  (registers the ladder)
+from .registry import get_variant, variants
+
+#: The repository xgemm is imported from (README.md and bench/ beside the package).
+REPO = Path(__file__).resolve().parents[1]
+#: The results README.md is rendered from, relative to the repository.
+RESULTS = Path("bench") / "results" / "h100"
+#: The sizes (M = N = K) the ladder table reports.
+SIZES = (4096, 8192)
+#: Column order of the ladder table; a column appears when its results exist.
+COLUMNS = ("float32", "tf32", "float16", "bfloat16", "float64")
+#: The regions README.md may mark, in the order ``xgemm report`` prints them.
+REGIONS = ("ladder", "machine", "figures", "call_cost")
+
+_REGION = re.compile(r"(<!-- xgemm report: (\w+) -->\n)(.*?)(<!-- end -->)", re.S)
+
+
+@dataclass
+class Run:
+    """One ``xgemm bench --json`` file: the machine it ran on and its records."""
+
+    path: Path
+    column: str
+    machine: dict[str, Any]
+    records: list[dict[str, Any]]
+
+
+@dataclass
+class Results:
+    """What a results directory holds: bench runs, the call cost, the figures."""
+
+    directory: Path
+    runs: list[Run] = field(default_factory=list)
+    call_cost: dict[str, Any] | None = None
+    call_cost_path: Path | None = None
+    figures: list[Path] = field(default_factory=list)
+
+    def columns(self) -> list[str]:
+        """The columns that have runs, in table order.
+
+        >>> Results(Path(".")).columns()
+        []
+        """
+        have = {run.column for run in self.runs}
+        return [c for c in COLUMNS if c in have] + sorted(have - set(COLUMNS))
+
+
+# -- reading -----------------------------------------------------------------------------
+def _is_tf32(name: str) -> bool:
+    try:
+        return get_variant(name).precision == "tf32"
+    except ValueError:  # a variant since renamed or removed
+        return False
+
+
+def column_of(data: Mapping[str, Any]) -> str:
+    """The ladder column a bench run fills: "tf32" for a TF32 run (a TF32 rung among its
+    records, auto having picked one, or ``machine["precision"]``), else its dtype.
+
+    >>> column_of({"machine": {}, "results": [{"variant": "naive", "dtype": "float64"}]})
+    'float64'
+    >>> column_of({"machine": {}, "results": [{"variant": "mma_tf32", "dtype": "float32"}]})
+    'tf32'
+    """
+    records = data.get("results", [])
+    if data.get("machine", {}).get("precision") == "tf32" or any(
+            _is_tf32(r.get("variant", "")) or _is_tf32(str(r.get("params", {}).get("variant")))
+            for r in records):
+        return "tf32"
+    dtypes = sorted({r.get("dtype", "float32") for r in records})
+    return "+".join(dtypes) if dtypes else "float32"
+
+
+def load(directory: str | os.PathLike[str]) -> Results:
+    """Read every ``*.json`` and ``*.png`` directly in ``directory`` (not its sweeps/ or
+    evidence/): bench runs, the call cost, figures; files in name order.
+
+    >>> load("/nonexistent").runs
+    []
+    """
+    directory = Path(directory)
+    results = Results(directory)
+    for path in sorted(directory.glob("*.json")):
+        with open(path) as f:
+            data = json.load(f)
+        if not isinstance(data, dict):
+            continue
+        if "host_us" in data or "queued_ms" in data:
+            results.call_cost, results.call_cost_path = data, path
+        elif isinstance(data.get("results"), list):
+            results.runs.append(Run(path, column_of(data), data.get("machine", {}),
+                                    data["results"]))
+    results.figures = sorted(directory.glob("*.png"), key=_figure_order)
+    return results
+
+
+def _figure_order(path: Path) -> tuple[int, str]:
+    column = path.stem.split("_")[0]
+    return (COLUMNS.index(column) if column in COLUMNS else len(COLUMNS), path.stem)
+
+
+# -- the ladder --------------------------------------------------------------------------
+def rungs(family: str = "gemm") -> dict[str, str]:
+    """Each variant's rung: the number of its template file (``gemm/13_wgmma.cu.j2`` ->
+    13), with a prime for each further variant on the same template.
+
+    >>> r = rungs()
+    >>> r["naive"], r["transposed_b"], r["mma_tf32"] == r["mma"] + "'"
+    ('1', '7', True)
+    """
+    out: dict[str, str] = {}
+    seen: dict[str, int] = {}
+    for name in variants(family):
+        template = get_variant(name, family).template
+        match = re.match(r"(\d+)_", Path(template).name)
+        number = str(int(match.group(1))) if match else "?"
+        out[name] = number + "'" * seen.get(template, 0)
+        seen[template] = seen.get(template, 0) + 1
+    return out
+
+
+def _params(params: Mapping[str, Any]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in params.items())
+
+
+def defaults_text(name: str) -> str:
+    """A variant's defaults as the table shows them; for a further variant on the same
+    template, what differs from the first.
+
+    >>> defaults_text("tiled")
+    'tile=16'
+    """
+    variant = get_variant(name)
+    first = next(n for n in variants() if get_variant(n).template == variant.template)
+    if first == name:
+        return _params(variant.defaults)
+    base = get_variant(first).defaults
+    changed = {k: v for k, v in variant.defaults.items() if base.get(k) != v}
+    gone = [k for k in base if k not in variant.defaults]
+    text = f"as `{first}`"
+    if changed or gone:
+        text += ", but " + ", ".join([f"{k}={v}" for k, v in changed.items()]
+                                     + [f"no {k}" for k in gone])
+    return text
+
+
+def _square(records: Iterable[dict[str, Any]], variant: str, size: int
+            ) -> dict[str, Any] | None:
+    """The record of ``variant`` at size³ (unbatched): row-major operands first."""
+    found = [r for r in records if r.get("variant") == variant and r.get("batch", 1) == 1
+             and r.get("m") == r.get("n") == r.get("k") == size]
+    found.sort(key=lambda r: r.get("layout", "NN") != "NN")
+    return found[0] if found else None
+
+
+def _measured(runs: Sequence[Run], variant: str, size: int) -> dict[str, Any] | None:
+    """The record from the last run (by file name) that measured ``variant`` at size³."""
+    for run in reversed(runs):
+        record = _square(run.records, variant, size)
+        if record is not None:
+            return record
+    return None
+
+
+def _tflops(value: float) -> str:
+    return f"{value:.1f}"
+
+
+def _cell(record: dict[str, Any] | None, mark: str = "") -> str:
+    if record is None:
+        return "–"
+    if not record.get("ok"):
+        return record.get("status") or "failed"
+    text = _tflops(record["tflops"])
+    if record.get("vs_cublas"):
+        text += f" ({record['vs_cublas']:.2f}x)"
+    return text + mark
+
+
+def _span(values: Sequence[float]) -> str:
+    if not values:
+        return "–"
+    lo, hi = _tflops(min(values)), _tflops(max(values))
+    return lo if lo == hi else f"{lo}–{hi}"
+
+
+def _escape(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
+def ladder_table(results: Results) -> str:
+    """The ladder as a Markdown table: cuBLAS, then one row per rung in ladder order, with
+    TFLOP/s (x cuBLAS of the same run) at 4096³ / 8192³ per column; notes below it.
+
+    >>> print(ladder_table(Results(Path("."))).splitlines()[0])
+    | rung | variant | what it adds | defaults |
+    """
+    columns = results.columns()
+    by_column = {c: [run for run in results.runs if run.column == c] for c in columns}
+    header = ["rung", "variant", "what it adds", "defaults"]
+    for column in columns:
+        layouts = {r.get("layout", "NN") for size in SIZES for name in variants()
+                   if (r := _measured(by_column[column], name, size)) is not None}
+        header.append(column + (f" ({', '.join(sorted(layouts))})"
+                                if layouts and layouts != {"NN"} else ""))
+    lines = ["| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
+    cublas = ["", "cuBLAS", "`cupy.matmul` on the same arrays (tf32: `CUPY_TF32=1`)", ""]
+    for column in columns:
+        cublas.append(" / ".join(
+            _span([r["tflops"] for run in by_column[column]
+                   if (r := _square(run.records, "cublas", size)) and r.get("ok")])
+            for size in SIZES))
+    lines.append("| " + " | ".join(cublas) + " |")
+
+    notes: dict[str, list[str]] = {}  # note -> columns
+    numbers = rungs()
+    for name in variants():
+        variant = get_variant(name)
+        row = [numbers[name], f"`{name}`", _escape(variant.adds), _escape(defaults_text(name))]
+        for column in columns:
+            cells = []
+            for size in SIZES:
+                record = _measured(by_column[column], name, size)
+                mark = ""
+                if record is not None and record.get("ok"):
+                    note = _params_note(name, record)
+                    if note:
+                        mark = "†"
+                        notes.setdefault(note, [])
+                        if column not in notes[note]:
+                            notes[note].append(column)
+                    if record.get("read_as"):
+                        read = f"`{name}` is handed B stored as it reads it " \
+                               f"({record['read_as']}), the same values"
+                        notes.setdefault(read, [])
+                        if column not in notes[read]:
+                            notes[read].append(column)
+                cells.append(_cell(record, mark))
+            row.append("" if set(cells) == {"–"} else " / ".join(cells))
+        lines.append("| " + " | ".join(row) + " |")
+
+    lines.append("")
+    lines.append("TFLOP/s at " + " / ".join(f"{s}³" for s in SIZES)
+                 + " (M = N = K, row-major operands unless a column says otherwise) and, in "
+                 "parentheses, the fraction of cuBLAS's TFLOP/s in the same run; – : not "
+                 "measured at that size.")
+    for note, cols in notes.items():
+        lines += ["", f"{note} ({', '.join(cols)})."]
+    return "\n".join(lines)
+
+
+def _params_note(name: str, record: Mapping[str, Any]) -> str:
+    """Where a record was measured at parameters other than today's defaults: which."""
+    defaults = get_variant(name).defaults
+    params = {k: v for k, v in record.get("params", {}).items() if k != "variant"}
+    if params == dict(defaults):
+        return ""
+    changed = [f"{k}={v}" for k, v in params.items() if defaults.get(k) != v]
+    missing = [k for k in defaults if k not in params]
+    return (f"† `{name}` measured at " + ", ".join(changed)
+            + (f"{', ' if changed else ''}without {', '.join(missing)}" if missing else "")
+            + ", not today's defaults")
+
+
+# -- the machine -------------------------------------------------------------------------
+def _cuda(version: Any) -> str:
+    return f"{version // 1000}.{version % 1000 // 10}" if isinstance(version, int) else str(version)
+
+
+def _values(labelled: Sequence[tuple[str, Any]], show=str) -> str:
+    """One value, or each distinct value with the files it came from."""
+    groups: dict[str, list[str]] = {}
+    for label, value in labelled:
+        groups.setdefault(show(value), []).append(label)
+    if len(groups) == 1:
+        return next(iter(groups))
+    return ", ".join(f"{value} ({', '.join(labels)})" for value, labels in groups.items())
+
+
+def machine_line(results: Results, readme_dir: str | os.PathLike[str] = REPO) -> str:
+    """What the results were measured on: GPU, clocks, ceilings, driver, CUDA, CuPy, the
+    commit (where recorded), and the files.
+
+    >>> machine_line(Results(Path("bench/results/none")), ".")
+    'No results in `bench/results/none/`.'
+    """
+    where = _relative(results.directory, readme_dir)
+    sources = [(run.path.name, run.machine) for run in results.runs]
+    if results.call_cost is not None and results.call_cost_path is not None:
+        sources.append((results.call_cost_path.name, results.call_cost.get("machine", {})))
+    if not sources:
+        return f"No results in `{where}/`."
+
+    def field_(key: str, show=str) -> str:
+        have = [(name, m[key]) for name, m in sources if m.get(key) is not None]
+        return _values(have, show) if have else ""
+
+    gpu = field_("gpu")
+    facts = []
+    if field_("compute_capability"):
+        facts.append("sm_" + field_("compute_capability", lambda v: str(v).replace(".", "")))
+    if field_("sm_count"):
+        facts.append(field_("sm_count") + " SMs")
+    if field_("max_sm_clock_mhz"):
+        facts.append(field_("max_sm_clock_mhz", lambda v: f"{v:.0f}") + " MHz")
+    if field_("fp32_peak_tflops"):
+        facts.append("FP32 peak " + field_("fp32_peak_tflops", lambda v: f"{v:.1f}")
+                     + " TFLOP/s")
+    bandwidths = [m["copy_bandwidth_gbs"] for _, m in sources if m.get("copy_bandwidth_gbs")]
+    if bandwidths:
+        lo, hi = f"{min(bandwidths) / 1000:.2f}", f"{max(bandwidths) / 1000:.2f}"
+        facts.append(f"device copy {lo if lo == hi else lo + '-' + hi} TB/s")
+    software = []
+    for key, label, show in (("driver", "driver", str), ("cuda_runtime", "CUDA runtime", _cuda),
+                             ("cupy", "CuPy", str), ("python", "Python", str)):
+        if field_(key):
+            software.append(f"{label} {field_(key, show)}")
+    text = f"Measured on an {gpu}" if gpu else "Measured"
+    text += f" ({', '.join(facts)})" if facts else ""
+    text += f" with {', '.join(software)}" if software else ""
+    commit = field_("commit")
+    text += f", commit {commit}" if commit else ""
+    files = ", ".join(f"`{name}`" for name, _ in sources)
+    return text + f"; from {files} in `{where}/`."
+
+
+def _relative(path: Path, start: str | os.PathLike[str]) -> str:
+    return Path(os.path.relpath(Path(path).resolve(), Path(start).resolve())).as_posix()
+
+
+# -- figures and the call cost -----------------------------------------------------------
+def figures(results: Results, readme_dir: str | os.PathLike[str] = REPO) -> str:
+    """Markdown images of the figures in the results directory.
+
+    >>> figures(Results(Path(".")))
+    ''
+    """
+    lines = []
+    for path in results.figures:
+        column, _, kind = path.stem.partition("_")
+        what = "roofline from the measured ceilings" if kind == "roofline" else \
+            "TFLOP/s against size, every rung and cuBLAS" if not kind else path.stem
+        lines.append(f"![{column}: {what}]({_relative(path, readme_dir)})")
+    return "\n\n".join(lines)
+
+
+_HOST = {"xgemm_cupy_us": "xgemm (CuPy in)", "cupy.matmul_us": "cupy.matmul",
+         "xgemm_torch_us": "xgemm (PyTorch in)", "torch.matmul_us": "torch.matmul"}
+_QUEUED = {"variant": "auto runs", "kernel_ms": "kernel ms", "xgemm_ms": "xgemm ms",
+           "cupy_ms": "cupy.matmul ms", "torch_ms": "torch.matmul ms",
+           "x_cupy": "x cupy.matmul"}
+
+
+def _table(rows: Sequence[Mapping[str, Any]], labels: Mapping[str, str], show) -> list[str]:
+    keys = list(dict.fromkeys(k for row in rows for k in row))
+    lines = ["| " + " | ".join(labels.get(k, k) for k in keys) + " |",
+             "|" + " --- |" * len(keys)]
+    for row in rows:
+        lines.append("| " + " | ".join(show(k, row.get(k)) for k in keys) + " |")
+    return lines
+
+
+def _show(key: str, value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        if key.startswith("x_"):
+            return f"{value:.2f}"
+        return f"{value:.4f}" if key.endswith("_ms") else f"{value:.1f}"
+    return f"`{value}`" if key == "variant" else str(value)
+
+
+def call_cost_tables(results: Results) -> str:
+    """The call cost (``xgemm bench --overhead --json``) as two Markdown tables: host
+    microseconds per call with the plan cached, and queued milliseconds per call.
+
+    >>> call_cost_tables(Results(Path(".")))
+    'No call-cost results (`xgemm bench --overhead --json`).'
+    """
+    data = results.call_cost
+    if not data:
+        return "No call-cost results (`xgemm bench --overhead --json`)."
+    lines = []
+    if data.get("host_us"):
+        lines.append("Host microseconds per call, the plan cached:")
+        lines.append("")
+        lines += _table(data["host_us"], {"out": "out=", **_HOST}, _show)
+    if data.get("queued_ms"):
+        lines += [""] if lines else []
+        lines.append("Milliseconds per call queued back to back (kernel: the GPU's time "
+                     "alone):")
+        lines.append("")
+        lines += _table(data["queued_ms"], _QUEUED, _show)
+    return "\n".join(lines)
+
+
+# -- README ------------------------------------------------------------------------------
+def render(results: Results, readme_dir: str | os.PathLike[str] = REPO) -> dict[str, str]:
+    """Every region's text, by region name.
+
+    >>> sorted(render(Results(Path("."))))
+    ['call_cost', 'figures', 'ladder', 'machine']
+    """
+    return {"ladder": ladder_table(results), "machine": machine_line(results, readme_dir),
+            "figures": figures(results, readme_dir), "call_cost": call_cost_tables(results)}
+
+
+def update(text: str, regions: Mapping[str, str]) -> str:
+    """``text`` with each marked region's body replaced by its rendering; ValueError for
+    an unknown region or a text with none.
+
+    >>> update("a\\n<!-- xgemm report: ladder -->\\nold\\n<!-- end -->\\n", {"ladder": "new"})
+    'a\\n<!-- xgemm report: ladder -->\\nnew\\n<!-- end -->\\n'
+    """
+    found = [m.group(2) for m in _REGION.finditer(text)]
+    if not found:
+        raise ValueError("no '<!-- xgemm report: NAME -->' ... '<!-- end -->' regions; "
+                         f"the regions are {', '.join(REGIONS)}")
+    unknown = sorted(set(found) - set(regions))
+    if unknown:
+        raise ValueError(f"unknown region {', '.join(unknown)}: the regions are "
+                         f"{', '.join(regions)}")
+    return _REGION.sub(lambda m: m.group(1) + regions[m.group(2)].rstrip("\n") + "\n"
+                       + m.group(4), text)
+
+
+def _paths(readme: str | os.PathLike[str] | None, directory: str | os.PathLike[str] | None
+           ) -> tuple[Path, Path]:
+    return (Path(readme) if readme is not None else REPO / "README.md",
+            Path(directory) if directory is not None else REPO / RESULTS)
+
+
+def check(readme: str | os.PathLike[str] | None = None,
+          directory: str | os.PathLike[str] | None = None) -> str:
+    """A unified diff from ``readme`` to what the results in ``directory`` render; empty
+    where they agree. Default: the repository's README.md and bench/results/h100.
+
+    >>> check()  # doctest: +SKIP
+    ''
+    """
+    readme, directory = _paths(readme, directory)
+    text = readme.read_text()
+    new = update(text, render(load(directory), readme.parent))
+    return "".join(difflib.unified_diff(text.splitlines(True), new.splitlines(True),
+                                        str(readme), f"{readme} (xgemm report)"))
+
+
+def write(readme: str | os.PathLike[str] | None = None,
+          directory: str | os.PathLike[str] | None = None) -> bool:
+    """Rewrite ``readme``'s regions from ``directory``'s results; whether it changed.
+
+    >>> write()  # doctest: +SKIP
+    False
+    """
+    readme, directory = _paths(readme, directory)
+    text = readme.read_text()
+    new = update(text, render(load(directory), readme.parent))
+    if new != text:
+        readme.write_text(new)
+    return new != text
