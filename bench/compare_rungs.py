@@ -4,8 +4,9 @@ For a change to the templates that must not make any kernel slower: each GEMM va
 its defaults, at 4096^3 (and the Hopper rungs at 8192^3 too), in the dtypes it is for
 (float32 for the exact rungs and the TF32 ones, float16 and bfloat16 for the tensor-core
 rungs), in the layout it reads first, timed for the baseline and for this tree in turns
-(three rounds each, CUDA events with the GPU held busy while the host launches, so each
-time is the kernel's alone); the table gives the medians and their ratio. Both sides
+(--rounds turns each, three by default; CUDA events with the GPU held busy while the
+host launches, so each time is the kernel's alone); the table gives the medians and
+their ratio. Both sides
 check their result against cuBLAS first.
 
     git worktree add /tmp/baseline <commit>
@@ -31,7 +32,6 @@ from first_call import load_baseline  # noqa: E402  (the baseline imported as a 
 
 SIZE, LARGE = 4096, 8192
 HOPPER = {"wgmma", "wgmma_tf32"}
-ROUNDS = 3
 
 
 def cases(variants: list[str]) -> list[tuple[str, str, int]]:
@@ -63,6 +63,7 @@ def main() -> None:
     parser.add_argument("--baseline", type=Path, required=True,
                         help="a source checkout of the xgemm to compare with")
     parser.add_argument("--variants", help="comma-separated (default: every GEMM variant)")
+    parser.add_argument("--rounds", type=int, default=3, help="turns each side takes")
     parser.add_argument("--json", type=Path, help="write the rows here too")
     args = parser.parse_args()
     baseline = load_baseline(args.baseline)
@@ -91,7 +92,7 @@ def main() -> None:
         for side in times:
             error = relative_error(launches[side, row](), reference)
             assert error < 1e-2, f"{side} {name} {dtype} {size}: error {error}"
-        for _ in range(ROUNDS):
+        for _ in range(args.rounds):
             for side in times:
                 times[side] += time_launches(launches[side, row], repeat=10, max_seconds=1.0)
         before, after = (statistics.median(times[s]) for s in ("baseline", "xgemm"))

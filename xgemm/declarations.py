@@ -161,7 +161,11 @@ register(Variant(
               "GROUP": 8},
     space={"BM": [64, 128], "BN": [64, 128], "BK": [8, 16], "WM": [32, 64], "WN": [32, 64],
            "WNITER": [2, 4], "TM": [4, 8], "TN": [4], "GROUP": [1, 8]},
-    constraints=WARP_TILING_RULES,
+    constraints=[
+        *WARP_TILING_RULES,
+        # two warps of 128 accumulators each, four steps across, 16-deep tiles: ptxas spills
+        "THREADS >= 128 or WM * WN < 64 * 64 or WNITER == 2 or BK == 8",
+    ],
     smem_bytes="BYTES * BK * (BM + BN + 4)",
     **WARP_TILING,
 ))
