@@ -38,11 +38,13 @@ def plot_tflops(results: Sequence[Result], machine: dict[str, Any], path: str) -
     plt = _pyplot()
     dtype = _dtype(results)
     fig, ax = plt.subplots(figsize=(8, 5))
-    for name, rs in _series(results).items():
+    colors = plt.get_cmap("tab20").colors  # a colour per rung: the ladder has more than 10
+    for i, (name, rs) in enumerate(_series(results).items()):
         square = sorted((r for r in rs if r.m == r.n == r.k), key=lambda r: r.m)
         if not square:
             continue
-        style = {"color": "black", "linewidth": 2.5} if name == "cublas" else {"marker": "o"}
+        style = ({"color": "black", "linewidth": 2.5} if name == "cublas"
+                 else {"marker": "os^v"[i % 4], "color": colors[i % len(colors)]})
         ax.plot([r.m for r in square], [r.tflops for r in square], label=name, **style)
     peak = machine.get("fp32_peak_tflops")
     if peak and dtype == "float32":
@@ -75,8 +77,10 @@ def plot_roofline(results: Sequence[Result], machine: dict[str, Any], path: str)
         roof = [min(peak, bandwidth * x / 1000) for x in grid]
         ax.plot(grid, roof, color="grey", linewidth=2,
                 label=f"roof: {bandwidth:.0f} GB/s, {peak:.1f} TFLOP/s")
-    for name, rs in _series(results).items():
-        style = {"color": "black", "marker": "s"} if name == "cublas" else {"marker": "o"}
+    colors = plt.get_cmap("tab20").colors
+    for i, (name, rs) in enumerate(_series(results).items()):
+        style = ({"color": "black", "marker": "s"} if name == "cublas"
+                 else {"marker": "os^v"[i % 4], "color": colors[i % len(colors)]})
         ax.scatter([intensity(r.m, r.n, r.k, itemsize) for r in rs], [r.tflops for r in rs],
                    label=name, s=18, **style)
     ax.set_xscale("log")
