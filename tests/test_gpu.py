@@ -382,36 +382,60 @@ def test_wgmma_batches_and_broadcasts(rng, shapes, copies, params):
 
 
 def test_tf32_only_when_asked(rng):
-    """float32 runs exact unless precision="tf32" is given; then, for a row-major a and a
-    column-major b, auto takes wgmma_tf32 on sm_90 and mma_tf32 on other GPUs from sm_80
-    (and on sm_90 where TMA cannot read the rows), whose error shows the rounding (above
-    exact float32's, within TF32's tolerance). Elsewhere: exact rungs."""
+    """float32 runs exact unless precision="tf32" is given; then auto takes wgmma_tf32 on
+    sm_90 and mma_tf32 on other GPUs from sm_80 (and on sm_90 where TMA cannot read the
+    rows), whose error shows the rounding (above exact float32's, within TF32's
+    tolerance). A batch that is not K-major stays exact: only single matrices are copied."""
     import xgemm.gpu
 
     a, w = rng.matrix(512, 384), rng.matrix(256, 384)  # a @ w.T: K-major both
     exact = xgemm.prepare(a, w.T)
     assert exact.variant.precision is None
     assert relative_error(exact(), a, w.T) < TOLERANCE
-    b = rng.matrix(384, 256)  # row-major b: no TF32 rung reads it
-    fallback = xgemm.prepare(a, b, precision="tf32")
+    batch, b = rng.array((3, 512, 384), "float32"), rng.matrix(384, 256)
+    fallback = xgemm.prepare(batch, b, precision="tf32")  # a batch with a row-major b
     assert fallback.variant.precision is None and fallback.copies == ()
-    assert relative_error(fallback(), a, b) < TOLERANCE
+    assert frobenius_error(fallback(), f64(batch) @ f64(b)) < TOLERANCE
     cc = xgemm.gpu.compute_capability(0)
     if cc < 80:
         pytest.skip("the TF32 rungs need an sm_80 GPU or newer")
     tf32 = xgemm.prepare(a, w.T, precision="tf32")
     assert tf32.variant.name == ("wgmma_tf32" if cc == 90 else "mma_tf32")
-    # rows of 383 floats, which TMA cannot read in place: mma_tf32 on every GPU, no copy
-    a_odd, w_odd = rng.matrix(512, 383), rng.matrix(256, 383)
-    odd = xgemm.prepare(a_odd, w_odd.T, precision="tf32")
-    assert odd.variant.name == "mma_tf32" and odd.copies == ()
-    assert 1e-5 < relative_error(odd(), a_odd, w_odd.T) < TF32_TOLERANCE
     for name in ("mma_tf32", "wgmma_tf32"):
         if xgemm.get_variant(name).runs_on(cc):
             err = relative_error(xgemm.matmul(a, w.T, variant=name), a, w.T)
             assert 1e-5 < err < TF32_TOLERANCE, (name, err)
     with pytest.raises(ValueError, match="precision='tf32' lets float32 inputs run as TF32"):
         xgemm.matmul(a.astype("float16"), w.T.astype("float16"), precision="tf32")
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("shape", [(512, 256, 384), (257, 129, 383), (1, 70, 1000)],
+                         ids=_shape_id)
+def test_tf32_reads_every_layout(rng, shape, layout):
+    """precision="tf32" with a and b in any layout: auto copies an operand that is not
+    K-major (a column-major a, a row-major b) into K-major with the transpose kernel and
+    runs a TF32 rung on the copy; `copies` names it. K of 383 floats: rows TMA cannot
+    read, so mma_tf32 (also on sm_90), on the copies as well. With a bias and an
+    activation, the epilogue on the TF32 sums."""
+    import cupy
+
+    import xgemm.gpu
+
+    if xgemm.gpu.compute_capability(0) < 80:
+        pytest.skip("the TF32 rungs need an sm_80 GPU or newer")
+    m, n, k = shape
+    a = rng.matrix(m, k) if layout[0] == "N" else rng.matrix(k, m).T
+    b = rng.matrix(k, n) if layout[1] == "N" else rng.matrix(n, k).T
+    bias = rng.array((n,), "float32")
+    launch = xgemm.prepare(a, b, precision="tf32", bias=bias, activation="relu")
+    assert launch.variant.precision == "tf32"
+    assert launch.copies == tuple(name for name, copied in (("a", layout[0] == "T"),
+                                                            ("b", layout[1] == "N")) if copied)
+    if k % 4:
+        assert launch.variant.name == "mma_tf32"
+    expected = cupy.maximum(f64(a) @ f64(b) + f64(bias), 0)
+    assert frobenius_error(launch(), expected) < TF32_TOLERANCE, f"seed {rng.seed}"
 
 
 @pytest.mark.parametrize("name, dtype", variant_dtypes(["float16", "bfloat16"]))

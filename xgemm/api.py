@@ -66,9 +66,10 @@ def matmul(a: Any, b: Any, variant: str = DEFAULT_VARIANT, out: Any = None,
         activation: None, "relu", "gelu" (the tanh form) or "silu", applied last.
         precision: None (exact arithmetic, the default) or "tf32": float32 inputs may
             then run on the tensor cores as TF32 (mantissas truncated to 10 bits, float32
-            sums; for a row-major a and a column-major b ``auto`` takes ``wgmma_tf32``
-            on sm_90 and ``mma_tf32`` on other GPUs from sm_80, and the exact rungs
-            elsewhere). Naming a TF32 variant asks for it too.
+            sums; ``auto`` takes ``wgmma_tf32`` on sm_90 and ``mma_tf32`` on other
+            GPUs from sm_80, copying a column-major a or a row-major b of a single
+            product into the K-major layout they read first, and the exact rungs for
+            a batch that is not K-major). Naming a TF32 variant asks for it too.
         out_dtype: None (the inputs' dtype) or, for float16 and bfloat16 inputs,
             "float32": the result (and ``bias``) in float32, the sums unrounded.
         **params: the variant's tile parameters (``tile=16``, ``BM=64``...); those left

@@ -241,9 +241,13 @@ register(Variant(
     **TENSOR_CORES,
 ))
 
-# What a TF32 rung (12', 13') is: float32 inputs on the tensor cores as TF32, only when
+# What a TF32 rung (12', 14') is: float32 inputs on the tensor cores as TF32, only when
 # asked for (by name, or precision="tf32"), read K-major.
-TF32 = dict(dtypes=("float32",), a_layouts=("row",), b_layouts=("col",), precision="tf32")
+TF32 = dict(dtypes=("float32",), a_layouts=("row",), b_layouts=("col",), precision="tf32",
+            # auto copies an operand that is not K-major into K-major first, always: the
+            # copy costs two passes over it; the exact rung auto took instead ran at 0.12x
+            # cuBLAS's TF32 (NN 4096^3)
+            transpose_first={"a": ("row", "True"), "b": ("col", "True")})
 TF32_ADDS = "(10-bit mantissas): K-major operands (a row-major A, a column-major B such as w.T)"
 
 # Rung 12 for 16-bit inputs and for float32 inputs as TF32.

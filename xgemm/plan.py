@@ -43,7 +43,16 @@ from .checks import (
 )
 from .choice import choose, heuristic
 from .compile import get_kernel
-from .launch import framework, packed, pointer, ready_operand, tma_padded, tma_ready, to_cupy
+from .launch import (
+    TMA_ALIGNMENT,
+    framework,
+    packed,
+    pointer,
+    ready_operand,
+    tma_padded,
+    tma_ready,
+    to_cupy,
+)
 from .registry import (
     DTYPES,
     FAMILY_DEFAULTS,
@@ -436,21 +445,30 @@ def _check_bias(bias: Any, n: int, dtype: str) -> cupy.ndarray:
 def _choose(mats: tuple, layouts: list, shapes: Shapes, dtype: str, device: int,
             precision: str | None) -> tuple[Variant, dict[str, int]]:
     """``auto``: the tuned or heuristic choice, if it runs here at this precision and
-    reads both operands in place; else the heuristic without TMA, then without TF32."""
+    reads both operands, in place or from the copy its ``transpose_first`` makes; else
+    the heuristic without TMA, then without TF32."""
     cc = gpu.compute_capability(device)
     sms = gpu.multiprocessors(device)
-    read = ["col" if layout is not None and layout.col else "row" for layout in layouts]
-
-    def tma_in_place() -> bool:
-        return all(tma_ready(x.data.ptr, layout, x.itemsize)
-                   for x, layout in zip(mats, layouts, strict=True))
-
-    def fits(v: Variant) -> bool:
-        return (v.runs_on(cc) and v.precision in (None, precision)
-                and read[0] in v.a_layouts and read[1] in v.b_layouts
-                and (not v.tma or tma_in_place()))
-
     m, n, k = shapes.m, shapes.n, shapes.k
+    read = ["col" if layout is not None and layout.col else "row" for layout in layouts]
+    # what a transposed copy can be made of: an unbatched matrix with a unit stride
+    copyable = [layout is not None and not shapes.batch and not vector and 0 not in (m, n, k)
+                for layout, vector in zip(layouts, (shapes.a_vector, shapes.b_vector),
+                                          strict=True)]
+
+    def fits(v: Variant, p: dict[str, int]) -> bool:
+        if not (v.runs_on(cc) and v.precision in (None, precision)):
+            return False
+        for i, (name, readable) in enumerate((("a", v.a_layouts), ("b", v.b_layouts))):
+            into = v.transposed_into(name, p, m, n, k, sms) if copyable[i] else None
+            if (into or read[i]) not in readable:
+                return False
+            if v.tma and (  # TMA reads the copy (rows of K values), or the operand itself
+                    k * mats[i].itemsize % TMA_ALIGNMENT if into not in (None, read[i])
+                    else not tma_ready(mats[i].data.ptr, layouts[i], mats[i].itemsize)):
+                return False
+        return True
+
     picks: list[Callable[[], tuple[str, dict]]] = [
         lambda: choose(m, n, k, dtype, device, precision),
         lambda: heuristic(m, n, k, dtype, cc, precision, sms),
@@ -459,7 +477,7 @@ def _choose(mats: tuple, layouts: list, shapes: Shapes, dtype: str, device: int,
     for pick in picks:
         name, p = pick()
         v = get_variant(name)
-        if fits(v):
+        if fits(v, p):
             break
     return v, v.resolve(p, dtype)
 
@@ -488,18 +506,21 @@ def _lay_out(a: cupy.ndarray, b: cupy.ndarray, v: Variant | None, params: dict[s
             ("a", mats[0], vectors[0], shapes.m, shapes.k, v.a_layouts),
             ("b", mats[1], vectors[1], shapes.k, shapes.n, v.b_layouts)):
         full_shape = (*shapes.batch, rows, cols)
-        full, layout, copied = ready_operand(x, full_shape, layouts, name, v.name)
-        padded = bool(v.tma and shapes.k > 0 and not tma_ready(full.data.ptr, layout,
-                                                               full.itemsize))
-        if padded:  # TMA reads 16-byte aligned rows: pad the rows of one that has none
-            full, layout = tma_padded(full, layout)
-        transpose = None
-        if (auto and not copied and not shapes.batch and vec is None
+        into = None  # the layout auto copies this operand into first (transpose_first)
+        if (auto and not shapes.batch and vec is None
                 and 0 not in (shapes.m, shapes.n, shapes.k)):
             into = v.transposed_into(name, p, shapes.m, shapes.n, shapes.k,
                                      gpu.multiprocessors(device))
-            if into is not None and layout.col != (into == "col"):
-                full, layout, transpose = _transposed(full, layout, device)
+        found = layout_of(x.shape, x.strides, x.itemsize) if into is not None else None
+        transpose, copied, padded = None, False, False
+        if found is not None and found.col != (into == "col"):
+            full, layout, transpose = _transposed(x, found, device)
+        else:
+            full, layout, copied = ready_operand(x, full_shape, layouts, name, v.name)
+            padded = bool(v.tma and shapes.k > 0 and not tma_ready(full.data.ptr, layout,
+                                                                   full.itemsize))
+            if padded:  # TMA reads 16-byte aligned rows: pad the rows of one that has none
+                full, layout = tma_padded(full, layout)
         operands.append((OperandPlan(name, v.name, vec, full_shape, layouts, layout,
                                      copied or padded or transpose is not None, padded,
                                      transpose), full))
