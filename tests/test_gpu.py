@@ -410,12 +410,13 @@ def test_tf32_only_when_asked(rng):
 
 
 @pytest.mark.parametrize("layout", LAYOUTS)
-@pytest.mark.parametrize("shape", [(512, 256, 384), (257, 129, 383), (1, 70, 1000)],
+@pytest.mark.parametrize("shape", [(512, 256, 384), (257, 257, 383), (2049, 33, 1001)],
                          ids=_shape_id)
 def test_tf32_reads_every_layout(rng, shape, layout):
-    """precision="tf32" with a and b in any layout: auto copies an operand that is not
-    K-major (a column-major a, a row-major b) into K-major with the transpose kernel and
-    runs a TF32 rung on the copy; `copies` names it. K of 383 floats: rows TMA cannot
+    """precision="tf32" with a and b in any layout (outputs of 2^16 elements or more,
+    where auto's rule takes the tensor cores): auto copies an operand that is not K-major
+    (a column-major a, a row-major b) into K-major with the transpose kernel and runs a
+    TF32 rung on the copy; `copies` names it. K of 383 or 1001 floats: rows TMA cannot
     read, so mma_tf32 (also on sm_90), on the copies as well. With a bias and an
     activation, the epilogue on the TF32 sums."""
     import cupy
