@@ -341,9 +341,10 @@ def test_wgmma_pads_only_rows_tma_cannot_read(rng):
         assert relative_error(launch(), a, b) < BY_DTYPE["bfloat16"]
 
 
-def test_auto_reads_16_bit_operands_in_place(rng):
-    """auto takes wgmma on Hopper where TMA can read both operands, and mma (which reads
-    any layout in place) where it cannot: auto never copies an operand it can read."""
+def test_auto_pads_16_bit_operands_only_where_it_pays(rng):
+    """auto takes wgmma on Hopper where TMA can read both operands in place; where it
+    cannot, wgmma on padded copies from M x N x K = 10^9 (measured faster), and below
+    that mma, which reads any layout in place."""
     import xgemm.gpu
 
     if xgemm.gpu.compute_capability(0) < 90:
@@ -355,6 +356,10 @@ def test_auto_reads_16_bit_operands_in_place(rng):
     odd = xgemm.prepare(a, b)  # lda = 500: 1000-byte rows
     assert odd.variant.name == "mma" and odd.copies == ()
     assert relative_error(odd(), a, b) < BY_DTYPE["float16"]
+    a, b = rng.matrix(1023, 1023, dtype="float16"), rng.matrix(1023, 1023, dtype="float16")
+    padded = xgemm.prepare(a, b)
+    assert padded.variant.name == "wgmma" and padded.copies == ("a", "b")
+    assert relative_error(padded(), a, b) < BY_DTYPE["float16"]
 
 
 @pytest.mark.parametrize("shapes, copies", [

@@ -13,6 +13,11 @@ from .registry import cdiv, get_variant
 
 #: SMs of the H100 the rules were measured on: the default where no GPU is asked.
 H100_SMS = 132
+#: M x N x K from which a TMA rung pads operands whose rows TMA cannot read (a copy per
+#: call) rather than give way to one that reads them in place: float16 wgmma with the
+#: padded copies against mma, 1023^3 to 8191^3 and three oblong shapes, ran 1.5-3.3x
+#: faster (bench/results/h100/evidence/misaligned_float16.json); smaller, not measured.
+TMA_PADDING_PAYS = 10**9
 
 
 def heuristic(m: int, n: int, k: int, dtype: str = "float32", cc: int = 90,
@@ -20,8 +25,9 @@ def heuristic(m: int, n: int, k: int, dtype: str = "float32", cc: int = 90,
               ) -> tuple[str, dict[str, int]]:
     """The variant ``auto`` uses for a shape nobody tuned, on a GPU of compute capability
     ``cc`` x 10 with ``sms`` multiprocessors, from the H100 measurements in bench/: for
-    16-bit outputs of 2^16 elements or more the tensor cores, ``wgmma`` on sm_90 (the plan
-    takes ``mma`` instead for operands TMA cannot read in place), ``mma`` on sm_80 and
+    16-bit outputs of 2^16 elements or more the tensor cores, ``wgmma`` on sm_90 (for
+    operands TMA cannot read in place, with padded copies from ``TMA_PADDING_PAYS``,
+    else the plan takes ``mma``), ``mma`` on sm_80 and
     newer; the same for float32 with ``precision="tf32"`` through ``wgmma_tf32`` or
     ``mma_tf32``; splitk for float32 outputs of at most 2^18 elements with K >= 4096; for
     outputs of a million elements or more the fastest large-tile rung for the dtype

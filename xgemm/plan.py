@@ -41,7 +41,7 @@ from .checks import (
     overlaps,
     parse_activation,
 )
-from .choice import choose, heuristic
+from .choice import TMA_PADDING_PAYS, choose, heuristic
 from .compile import get_kernel
 from .launch import (
     TMA_ALIGNMENT,
@@ -463,9 +463,13 @@ def _choose(mats: tuple, layouts: list, shapes: Shapes, dtype: str, device: int,
             into = v.transposed_into(name, p, m, n, k, sms) if copyable[i] else None
             if (into or read[i]) not in readable:
                 return False
-            if v.tma and (  # TMA reads the copy (rows of K values), or the operand itself
-                    k * mats[i].itemsize % TMA_ALIGNMENT if into not in (None, read[i])
-                    else not tma_ready(mats[i].data.ptr, layouts[i], mats[i].itemsize)):
+            if not v.tma:
+                continue
+            if into not in (None, read[i]):  # TMA reads the copy: rows of K values
+                if k * mats[i].itemsize % TMA_ALIGNMENT:
+                    return False
+            elif (not tma_ready(mats[i].data.ptr, layouts[i], mats[i].itemsize)
+                  and m * n * k < TMA_PADDING_PAYS):  # larger: the plan pads a copy
                 return False
         return True
 
