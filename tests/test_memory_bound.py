@@ -186,8 +186,8 @@ def _check_sum(x, got, name, params=None, axis=None):
     exact = wide.sum(axis=axis)
     scale = cupy.abs(wide).sum(axis=axis)
     bound = memory_bound.sum_error_bound(x.size if axis is None else x.shape[-1], name,
-                                   x.dtype.name, sms=xgemm.gpu.multiprocessors(0),
-                                   **(params or {}))
+                                         x.dtype.name, sms=xgemm.gpu.multiprocessors(0),
+                                         **(params or {}))
     error = cupy.abs(got.astype(cupy.float64) - exact)
     assert got.dtype == x.dtype and got.shape == exact.shape
     assert bool((error <= bound * scale).all()), (name, float(error.max()), bound)
@@ -230,7 +230,7 @@ def test_sum_passes_and_finishes(rng):
     first, second = float(run()), float(run())
     exact = float(positive.astype(cupy.float64).sum())
     bound = memory_bound.sum_error_bound(positive.size, "atomic",
-                                   sms=xgemm.gpu.multiprocessors(0)) * exact
+                                         sms=xgemm.gpu.multiprocessors(0)) * exact
     assert abs(first - exact) <= bound and abs(second - exact) <= bound
     deterministic = memory_bound.plan_sum(x, variant="two_pass")
     assert float(deterministic()) == float(deterministic())

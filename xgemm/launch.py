@@ -212,13 +212,8 @@ def packed(codes: str, values: tuple) -> tuple:
     size, offsets = _packing(codes)
     buffer = ctypes.create_string_buffer(size)
     struct.pack_into(codes, buffer, 0, *values)
-    base, held = ctypes.addressof(buffer), _held_type()
-    arguments = []
-    for offset in offsets:
-        argument = held(base + offset)
-        argument.owner = buffer
-        arguments.append(argument)
-    return tuple(arguments)
+    base = ctypes.addressof(buffer)
+    return tuple(by_value(buffer, base + offset) for offset in offsets)
 
 
 @functools.cache

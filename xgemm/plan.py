@@ -442,6 +442,13 @@ def _check_bias(bias: Any, n: int, dtype: str) -> cupy.ndarray:
     return view
 
 
+def _transposable(shapes: Shapes, vector: bool) -> bool:
+    """Whether ``auto`` may copy an operand into its other layout first
+    (``Variant.transpose_first``): a matrix (not a 1-D operand) of an unbatched, non-empty
+    product; the transpose kernel also needs a unit stride in it."""
+    return not shapes.batch and not vector and 0 not in (shapes.m, shapes.n, shapes.k)
+
+
 def _choose(mats: tuple, layouts: list, shapes: Shapes, dtype: str, device: int,
             precision: str | None) -> tuple[Variant, dict[str, int]]:
     """``auto``: the tuned or heuristic choice, if it runs here at this precision and
@@ -451,8 +458,7 @@ def _choose(mats: tuple, layouts: list, shapes: Shapes, dtype: str, device: int,
     sms = gpu.multiprocessors(device)
     m, n, k = shapes.m, shapes.n, shapes.k
     read = ["col" if layout is not None and layout.col else "row" for layout in layouts]
-    # what a transposed copy can be made of: an unbatched matrix with a unit stride
-    copyable = [layout is not None and not shapes.batch and not vector and 0 not in (m, n, k)
+    copyable = [layout is not None and _transposable(shapes, vector)
                 for layout, vector in zip(layouts, (shapes.a_vector, shapes.b_vector),
                                           strict=True)]
 
@@ -511,8 +517,7 @@ def _lay_out(a: cupy.ndarray, b: cupy.ndarray, v: Variant | None, params: dict[s
             ("b", mats[1], vectors[1], shapes.k, shapes.n, v.b_layouts)):
         full_shape = (*shapes.batch, rows, cols)
         into = None  # the layout auto copies this operand into first (transpose_first)
-        if (auto and not shapes.batch and vec is None
-                and 0 not in (shapes.m, shapes.n, shapes.k)):
+        if auto and _transposable(shapes, vec is not None):
             into = v.transposed_into(name, p, shapes.m, shapes.n, shapes.k,
                                      gpu.multiprocessors(device))
         found = layout_of(x.shape, x.strides, x.itemsize) if into is not None else None
