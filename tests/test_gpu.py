@@ -369,9 +369,10 @@ def test_auto_pads_16_bit_operands_only_where_it_pays(rng):
     (((5, 64, 44), (44, 40)), ("a",)),  # a batch with 88-byte rows: padded
     (((5, 64, 48), (48, 36)), ("b",)),  # a broadcast b with 72-byte rows: padded once
     (((70_000, 8, 16), (16, 8)), ()),  # two launches (grid z at most 65535)
+    (((150, 1000, 72), (150, 72, 520)), ()),  # SPREAD: one block walks a product's 24 tiles
 ])
-@pytest.mark.parametrize("params", [{"CONSUMERS": 2}, {"CONSUMERS": 1, "BM": 64}],
-                         ids=_params_id)
+@pytest.mark.parametrize("params", [{"CONSUMERS": 2}, {"CONSUMERS": 1, "BM": 64},
+                                    {"CONSUMERS": 2, "SPREAD": 1}], ids=_params_id)
 def test_wgmma_batches_and_broadcasts(rng, shapes, copies, params):
     import cupy
 

@@ -49,8 +49,15 @@ def test_heuristic_sizes_tiles_by_the_gpus_multiprocessors():
     assert heuristic(1024, 1024, 1024, "float16", 90, sms=132)[1]["BN"] == 128
     assert heuristic(1024, 1024, 1024, "float16", 90, sms=16)[1]["BN"] == 256
     # 1024^2 in 128 x 128 tiles is 64: under 1.5 per SM of 132, so 64 x 128 tiles
-    assert heuristic(1024, 1024, 1024, sms=132)[1]["BM"] == 64
-    assert heuristic(1024, 1024, 1024, sms=16)[1]["BM"] == 128
+    assert heuristic(1024, 1024, 2048, sms=132)[1]["BM"] == 64
+    assert heuristic(1024, 1024, 2048, sms=16)[1]["BM"] == 128
+    # float64 1024^2 in 64 x 128 tiles is 128: fewer than 132 SMs, so 64 x 64 tiles
+    assert heuristic(1024, 1024, 1024, "float64", 90, sms=132)[1]["BN"] == 64
+    assert heuristic(1024, 1024, 1024, "float64", 90, sms=16)[1]["BN"] == 128
+    # a batch counts all its tiles: 16 x 1024^2 keeps 128 x 256 tiles (512 of them)
+    assert heuristic(1024, 1024, 1024, "float16", 90, batch=16)[1]["BN"] == 256
+    # a phase a tile (K = 64): the batch's products share the SMs
+    assert heuristic(1024, 1024, 64, "float16", 90, batch=64)[1]["SPREAD"] == 1
     # a few rows: one m64 warpgroup, whatever the SM count
     assert heuristic(16, 4096, 4096, "float16", 90)[1]["BM"] == 64
 

@@ -18,7 +18,7 @@ ALL = xgemm.variants()
 def test_ladder_order():
     assert ALL == ["naive", "coalesced", "tiled", "coarse1d", "coarse2d", "vectorized",
                    "transposed_b", "warptile", "pipelined", "splitk", "wmma", "mma", "mma_tf32",
-                   "wgmma_ring", "wgmma", "wgmma_tf32"]
+                   "wgmma_ring", "wgmma", "wgmma_tf32", "dmma"]
     assert xgemm.DEFAULT_VARIANT == xgemm.AUTO == "auto"
 
 
@@ -45,6 +45,12 @@ def test_persistent_grid_has_a_block_per_sm_at_most():
     assert v.archs == ("sm_90a",) and xgemm.get_variant("mma").archs == ("sm_80", "sm_90")
     assert v.launch(v.defaults, 4096, 4096, sms=132) == ((132, 1), (384,))  # 512 tiles
     assert v.launch(v.defaults, 300, 500, sms=132) == ((6, 1), (384,))      # 3 x 2 tiles
+    # a batch (grid z): up to an SM's worth of blocks for each product, or, with SPREAD,
+    # the SMs shared among the products
+    spread = {**v.defaults, "SPREAD": 1}
+    assert v.launch(v.defaults, 4096, 4096, sms=132, batch=64) == ((132, 1), (384,))
+    assert v.launch(spread, 4096, 4096, sms=132, batch=64) == ((2, 1), (384,))
+    assert v.launch(spread, 4096, 4096, sms=132, batch=1000) == ((1, 1), (384,))
 
 
 def test_unknown_variant_names_the_closest():

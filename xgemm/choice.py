@@ -21,7 +21,7 @@ TMA_PADDING_PAYS = 10**9
 
 
 def heuristic(m: int, n: int, k: int, dtype: str = "float32", cc: int = 90,
-              precision: str | None = None, sms: int = H100_SMS
+              precision: str | None = None, sms: int = H100_SMS, batch: int = 1
               ) -> tuple[str, dict[str, int]]:
     """The variant ``auto`` uses for a shape nobody tuned, on a GPU of compute capability
     ``cc`` x 10 with ``sms`` multiprocessors, from the H100 measurements in bench/: for
@@ -29,11 +29,13 @@ def heuristic(m: int, n: int, k: int, dtype: str = "float32", cc: int = 90,
     operands TMA cannot read in place, with padded copies from ``TMA_PADDING_PAYS``,
     else the plan takes ``mma``), ``mma`` on sm_80 and
     newer; the same for float32 with ``precision="tf32"`` through ``wgmma_tf32`` or
-    ``mma_tf32``; splitk for float32 outputs of at most 2^18 elements with K >= 4096; for
+    ``mma_tf32``, and for float64 through ``dmma`` (the FP64 tensor cores) from sm_80;
+    splitk for float32 outputs of few tiles with K >= 4096; for
     outputs of a million elements or more the fastest large-tile rung for the dtype
     (``pipelined`` for float32, ``vectorized`` for the others), coarse1d for mid-sized
-    outputs, tiled for small ones. Tiles shrink where the large ones would leave SMs idle.
-    All variants are correct for every shape, so this only ever costs speed.
+    outputs, tiled for small ones. Tiles shrink where the large ones, over all ``batch``
+    products, would leave SMs idle. All variants are correct for every shape, so this
+    only ever costs speed.
 
     >>> heuristic(4096, 4096, 4096)[0], heuristic(1024, 512, 64)[0], heuristic(64, 64, 64)[0]
     ('pipelined', 'coarse1d', 'tiled')
@@ -41,42 +43,60 @@ def heuristic(m: int, n: int, k: int, dtype: str = "float32", cc: int = 90,
     ['wgmma', 'mma', 'mma', 'vectorized']
     >>> [heuristic(4096, 4096, 4096, "float32", cc, "tf32")[0] for cc in (90, 80)]
     ['wgmma_tf32', 'mma_tf32']
-    >>> heuristic(128, 128, 65536)[1]["SPLITS"]  # K split across 64 blocks per tile
-    64
+    >>> [heuristic(4096, 4096, 4096, "float64", cc)[0] for cc in (90, 80, 75)]
+    ['dmma', 'dmma', 'vectorized']
+    >>> heuristic(128, 128, 65536)[1]["SPLITS"]  # K split across 32 blocks per tile
+    32
     """
     outputs = m * n
+
+    def tiles(bm: int, bn: int) -> int:  # of the whole batch
+        return cdiv(m, bm) * cdiv(n, bn) * batch
+
     wgmma = get_variant("wgmma_tf32" if precision == "tf32" else "wgmma")
     if dtype in wgmma.dtypes and wgmma.runs_on(cc) and outputs >= 1 << 16:
+        # 16-bit measurements in bench/results/h100/evidence/small_shape_sweeps.txt and
+        # (from issue 19) auto_rules.txt, ms or x cuBLAS
         params = dict(wgmma.defaults)
-        if m <= 64 and precision is None:  # a few rows: one m64 warpgroup, narrow tiles,
-            # a deep ring (16 x 4096 x 4096 float16: 0.027 ms against 0.031 for 128 x 128
-            # tiles, bench/results/h100/evidence/small_shape_sweeps.txt)
+        if min(m, n) <= 64 and precision is None:  # a few rows (columns): one m64
+            # warpgroup, narrow tiles, a deep ring (16 x 4096 x 4096: 0.027 ms against
+            # 0.031 for 128 x 128 tiles)
             params.update(BM=64, BN=64, CONSUMERS=1, STAGES=6)
-        elif cdiv(m, params["BM"]) * cdiv(n, params["BN"]) < sms:  # fewer tiles than SMs
-            params.update(BN=128)
+        elif tiles(128, 128) < sms and precision is None:  # 1024^3: 0.90x against 0.65x
+            params.update(BM=64, BN=128, CONSUMERS=1, STAGES=6)  # for 128 x 128, 3 stages
+        elif tiles(params["BM"], params["BN"]) < sms:  # fewer tiles than SMs; 2048^3:
+            params.update(BN=128)  # 6 stages 0.96x, 3 stages 0.87x
+            params.update(STAGES=6 if precision is None else params["STAGES"])
+        if k <= 2 * 64:  # a phase or two a tile: blocks walk the whole batch's tiles, 128
+            # wide (64 x (1024 x 1024 x 64): 0.83-0.86x cuBLAS against 0.53x, and 0.81x
+            # 256 wide; batched_grid.txt, auto_rules.txt)
+            params.update(SPREAD=1, BN=min(params["BN"], 128))
         return wgmma.name, params
-    mma = get_variant("mma_tf32" if precision == "tf32" else "mma")
+    mma = get_variant({"tf32": "mma_tf32"}.get(precision, "dmma" if dtype == "float64" else "mma"))
     if dtype in mma.dtypes and mma.runs_on(cc) and outputs >= 1 << 16:
         params = dict(mma.defaults)
-        if cdiv(m, params["BM"]) * cdiv(n, params["BN"]) < sms:  # fewer tiles than SMs
+        if tiles(params["BM"], params["BN"]) < sms:  # fewer tiles than SMs
             params.update(BM=64, BN=64, WM=32, WN=32)
         return mma.name, params
     splitk = get_variant("splitk")
-    if dtype in splitk.dtypes and outputs <= 1 << 18 and k >= 4096:
-        # few tiles of C, a long K: split K until there are two blocks per SM
-        tiles = cdiv(m, splitk.defaults["BM"]) * cdiv(n, splitk.defaults["BN"])
-        splits = next((s for s in (4, 16, 64) if tiles * s >= 2 * sms or k // s <= 512), 64)
+    blocks = tiles(splitk.defaults["BM"], splitk.defaults["BN"])
+    if dtype in splitk.dtypes and blocks < 2 * sms and k >= 4096:
+        # few tiles of C, a long K: split K until there are two blocks per SM, 32 ways at
+        # most (128 x 128 x 65536: 0.12 ms at 32, 0.13 at 64, 0.20 at 128; evidence/
+        # auto_rules.txt, as for 8192 x 64 x 8192: 0.31 ms against 0.76 for coarse1d)
+        splits = next((s for s in (4, 16) if blocks * s >= 2 * sms or k // s <= 512), 32)
         return "splitk", {**splitk.defaults, "SPLITS": splits}
     if outputs >= 1 << 20:
         pipelined = get_variant("pipelined")
         if dtype in pipelined.dtypes:
             params = dict(pipelined.defaults)  # 128 x 256 tiles: too few of them below 4096^2
-            if cdiv(m, 128) * cdiv(n, 128) < 3 * sms // 2:  # 128 x 128: a ragged last wave
-                # 64 x 128 against 128 x 128 tiles, ms (bench/results/h100/evidence/
-                # small_shape_sweeps.txt): 1024^3
-                # 0.068 / 0.195, 1536^3 0.236 / 0.300; at 2048^3 0.432 / 0.402
+            if tiles(128, 128) < 3 * sms // 2 or k <= 1024:  # 128 x 128: a ragged last
+                # wave, or too little K to make up for it: 64 x 128 against 128 x 128 tiles,
+                # ms (bench/results/h100/evidence/small_shape_sweeps.txt): 1024^3 0.068 /
+                # 0.195, 1536^3 0.236 / 0.300; at 2048^3 0.432 / 0.402; 3000 x 2000 x 1000
+                # 0.326 / 0.399 (evidence/auto_rules.txt)
                 params.update(BM=64, BN=128, WM=32, WN=64, STAGES=2)
-            elif cdiv(m, params["BM"]) * cdiv(n, params["BN"]) < 2 * sms:  # two per SM
+            elif tiles(params["BM"], params["BN"]) < 2 * sms:  # two per SM
                 params.update(BN=128, STAGES=2)
             return "pipelined", params
         name = "vectorized"
@@ -86,29 +106,29 @@ def heuristic(m: int, n: int, k: int, dtype: str = "float32", cc: int = 90,
 
 
 @functools.lru_cache(maxsize=4096)
-def _choice(m: int, n: int, k: int, dtype: str, device: int, precision: str | None
-            ) -> tuple[str, tuple[tuple[str, int], ...]]:
+def _choice(m: int, n: int, k: int, dtype: str, device: int, precision: str | None,
+            batch: int) -> tuple[str, tuple[tuple[str, int], ...]]:
     found = tunefile.tune_cache().lookup(gpu.gpu_name(device), dtype, m, n, k)
     if found is None or (precision is not None
                          and get_variant(found[0]).precision != precision):
         found = heuristic(m, n, k, dtype, gpu.compute_capability(device), precision,
-                          gpu.multiprocessors(device))
+                          gpu.multiprocessors(device), batch)
     name, params = found
     return name, tuple(sorted(params.items()))
 
 
-def choose(m: int, n: int, k: int, dtype: str, device: int, precision: str | None = None
-           ) -> tuple[str, dict[str, int]]:
-    """The (variant, parameters) ``auto`` runs on GPU ``device``: tuned for this GPU and
-    shape (or its bucket), else the heuristic for its compute capability and SM count.
-    With ``precision="tf32"`` a tuned entry counts only if it is a TF32 rung (tuning is
-    exact unless TF32 rungs are named). Cached per device, dtype, shape and precision;
-    forgotten when this process writes the tuning file.
+def choose(m: int, n: int, k: int, dtype: str, device: int, precision: str | None = None,
+           batch: int = 1) -> tuple[str, dict[str, int]]:
+    """The (variant, parameters) ``auto`` runs on GPU ``device`` for ``batch`` products of
+    this shape: tuned for this GPU and shape (or its bucket), else the heuristic for its
+    compute capability and SM count. With ``precision="tf32"`` a tuned entry counts only
+    if it is a TF32 rung (tuning is exact unless TF32 rungs are named). Cached per device,
+    dtype, shape, precision and batch; forgotten when this process writes the tuning file.
 
     >>> choose(4096, 4096, 4096, "float16", 0)[0]  # doctest: +SKIP
     'wgmma'
     """
-    name, params = _choice(m, n, k, dtype, device, precision)
+    name, params = _choice(m, n, k, dtype, device, precision, batch)
     return name, dict(params)
 
 

@@ -4,7 +4,8 @@ Adding a variant means a template under ``kernels/gemm/`` and one ``register(Var
 here; the tests, the compile check and the benchmark walk the registry and pick it up.
 Expressions are Python over the template's own parameter names, plus ``THREADS`` (threads
 per block) and ``BYTES`` (the size of one element of the dtype) in constraints and shared
-memory, and ``M``, ``N`` (the output's shape) in the grid. Every variant reads A and B
+memory, and ``M``, ``N`` (the output's shape), ``SMS`` (the GPU's multiprocessors) and
+``BATCH`` (the products in the launch) in the grid. Every variant reads A and B
 row- or column-major and takes float32, float64, float16 and bfloat16 unless its
 declaration says otherwise (``a_layouts``, ``b_layouts``, ``dtypes``), on any GPU CuPy
 runs on unless it names the oldest (``min_cc``).
@@ -15,9 +16,11 @@ coarse2d, which keeps the seed text's configuration, wmma (not swept), mma_tf32 
 6% behind its own sweep's best, STAGES=2: 171.4 against 183.1 TFLOP/s,
 bench/results/h100/sweeps/mma_tf32_4096.txt), wgmma_ring (the fastest point of
 wgmma_bfloat16_4096.csv, C stored from registers: 4 stages), wgmma (the fastest point of
-wgmma_tma_store_{float16,bfloat16}_{4096,8192}.csv) and wgmma_tf32 (the fastest of
-wgmma_bfloat16_4096.csv and wgmma_tf32_tma_store_4096.csv: its float32 C staged for TMA
-leaves room for two stages only, which lost); the sweeps are in bench/results/h100/sweeps/.
+wgmma_tma_store_{float16,bfloat16}_{4096,8192}.csv), dmma (dmma_float64_4096.csv, which
+swept the instruction's k too: m16n8k8 won) and
+wgmma_tf32 (the fastest of wgmma_bfloat16_4096.csv and wgmma_tf32_tma_store_4096.csv:
+its float32 C staged for TMA leaves room for two stages only, which lost); the sweeps
+are in bench/results/h100/sweeps/.
 Three wgmma switches that measured no gain left the template (docs/notes.md): consumers
 taking whole tiles in turn (1-10% slower at 128 x 128), clusters of two sharing B by
 multicast (within 1%), C stored one value at a time.
@@ -212,6 +215,10 @@ register(Variant(
     ],
     smem_bytes="BYTES * STAGES * BK * (BM + BN + 8)",  # + the pads of tile_a and tile_b
     dynamic_smem=True,
+    # B row-major arrives in scattered 4-byte copies, as in rung 9: copied first from
+    # M = 1024 (8192 x 64 x 8192 with B transposed: 0.40 ms read in place, 0.31 from a
+    # row-major B; bench/results/h100/evidence/auto_rules.txt)
+    transpose_first={"b": ("row", "M >= 1024")},
     **WARP_TILING,
     splits="SPLITS",
     extra_args=("partials", "arrivals"),
@@ -294,7 +301,9 @@ HOPPER = dict(
         "BM // CONSUMERS // 64 * BN // 2 <= 128",  # accumulators a consumer thread holds
     ],
     block=("128 * (CONSUMERS + 1)",),
-    grid=("min(SMS, cdiv(M, BM) * cdiv(N, BN))", "1"),  # one block per SM, at most one per tile
+    # one block per SM, at most one per tile, for each product of the batch (grid z); with
+    # SPREAD, the SMs shared among the products: SMS // BATCH blocks each, at least one
+    grid=("min(max(1, SMS // BATCH) if SPREAD else SMS, cdiv(M, BM) * cdiv(N, BN))", "1"),
     dynamic_smem=True,
     min_cc=90,
     target="sm_90a",
@@ -308,9 +317,9 @@ register(Variant(
     template="gemm/13_wgmma_ring.cu.j2",
     adds="Hopper: warpgroups issue wgmma on shared-memory tiles that TMA brings into an mbarrier"
          " ring; a producer warpgroup, CONSUMERS consumer warpgroups, a persistent grid",
-    defaults={"BM": 128, "BN": 256, "CONSUMERS": 2, "STAGES": 4, "GROUP": 8},
+    defaults={"BM": 128, "BN": 256, "CONSUMERS": 2, "STAGES": 4, "GROUP": 8, "SPREAD": 0},
     space={"BM": [64, 128, 256], "BN": [64, 128, 256], "CONSUMERS": [1, 2],
-           "STAGES": [2, 3, 4, 5, 6], "GROUP": [8]},
+           "STAGES": [2, 3, 4, 5, 6], "GROUP": [8], "SPREAD": [0]},
     smem_bytes=RING_BYTES,
     tma_boxes={"a": "BM", "b": "BN"},  # A's box: BM rows; B's: BN
     extra_args=("tensor_map_a", "tensor_map_b"),
@@ -326,9 +335,10 @@ WGMMA = dict(
         "not (TMA_STORE and BYTES == 4 and CONSUMERS == 2 and BN == 128 and BM == 256)",
     ]},
     template="gemm/14_wgmma.cu.j2",
-    defaults={"BM": 128, "BN": 256, "CONSUMERS": 2, "STAGES": 3, "GROUP": 8, "TMA_STORE": 1},
+    defaults={"BM": 128, "BN": 256, "CONSUMERS": 2, "STAGES": 3, "GROUP": 8, "TMA_STORE": 1,
+              "SPREAD": 0},
     space={"BM": [64, 128, 256], "BN": [64, 128, 256], "CONSUMERS": [1, 2],
-           "STAGES": [2, 3, 4, 5, 6], "GROUP": [8], "TMA_STORE": [0, 1]},
+           "STAGES": [2, 3, 4, 5, 6], "GROUP": [8], "TMA_STORE": [0, 1], "SPREAD": [0]},
     # with TMA_STORE, each consumer warpgroup's rows of a tile of C as well
     smem_bytes=RING_BYTES + " + TMA_STORE * BM * BN * BYTES",
     # C's box: one consumer warpgroup's rows, when C leaves through TMA
@@ -349,6 +359,33 @@ register(Variant(
     **{**WGMMA, **TF32, "defaults": {**WGMMA["defaults"], "STAGES": 4, "TMA_STORE": 0}},
 ))
 
+
+register(Variant(
+    name="dmma",
+    template="gemm/15_dmma.cu.j2",
+    adds="rung 12 for float64 on the FP64 tensor cores (mma.sync .f64): each lane loads its"
+         " own doubles, so every layout is read in place; padded tiles",
+    defaults={"BM": 64, "BN": 128, "BK": 8, "WM": 64, "WN": 32, "STAGES": 3, "GROUP": 8},
+    space={"BM": [64, 128], "BN": [64, 128], "BK": [8, 16], "WM": [32, 64],
+           "WN": [32, 64], "STAGES": [2, 3, 4], "GROUP": [8]},
+    constraints=[
+        "BM % WM == 0 and BN % WN == 0",
+        "WM % 16 == 0 and WN % 8 == 0",
+        "128 <= THREADS <= 256",
+        "WM * WN <= 64 * 32",  # 64 double accumulators (128 registers) a thread
+        "WM * WN < 64 * 32 or BK == 8",  # with those, 16-deep phases spill (sm_90)
+        # a thread copies as many 16-byte chunks as every other
+        "BM * BK // 2 % THREADS == 0 and BK * BN // 2 % THREADS == 0",
+    ],
+    # each operand's tile and 4 doubles of padding a row (BM or BN rows K-major, else BK)
+    smem_bytes="BYTES * STAGES * ((BM + BN) * BK + 4 * (max(BM, BK) + max(BN, BK)))",
+    dynamic_smem=True,
+    flags=("aligned16",),
+    block=WARP_TILING["block"],
+    grid=WARP_TILING["grid"],
+    dtypes=("float64",),
+    min_cc=80,
+))
 
 # -- The memory-bound families (xgemm.memory_bound): the lectures' other shared-memory kernels. --
 # Their yardstick is the device's copy bandwidth. Expressions use M and N for the rows and

@@ -456,7 +456,7 @@ def _choose(mats: tuple, layouts: list, shapes: Shapes, dtype: str, device: int,
     the heuristic without TMA, then without TF32."""
     cc = gpu.compute_capability(device)
     sms = gpu.multiprocessors(device)
-    m, n, k = shapes.m, shapes.n, shapes.k
+    m, n, k, count = shapes.m, shapes.n, shapes.k, shapes.count
     read = ["col" if layout is not None and layout.col else "row" for layout in layouts]
     copyable = [layout is not None and _transposable(shapes, vector)
                 for layout, vector in zip(layouts, (shapes.a_vector, shapes.b_vector),
@@ -480,10 +480,10 @@ def _choose(mats: tuple, layouts: list, shapes: Shapes, dtype: str, device: int,
         return True
 
     picks: list[Callable[[], tuple[str, dict]]] = [
-        lambda: choose(m, n, k, dtype, device, precision),
-        lambda: heuristic(m, n, k, dtype, cc, precision, sms),
-        lambda: heuristic(m, n, k, dtype, min(cc, 89), precision, sms),  # no TMA
-        lambda: heuristic(m, n, k, dtype, min(cc, 89), None, sms)]  # no TMA, no TF32: fits
+        lambda: choose(m, n, k, dtype, device, precision, count),
+        lambda: heuristic(m, n, k, dtype, cc, precision, sms, count),
+        lambda: heuristic(m, n, k, dtype, min(cc, 89), precision, sms, count),  # no TMA
+        lambda: heuristic(m, n, k, dtype, min(cc, 89), None, sms, count)]  # no TMA, TF32
     for pick in picks:
         name, p = pick()
         v = get_variant(name)
@@ -576,7 +576,9 @@ def _lay_out(a: cupy.ndarray, b: cupy.ndarray, v: Variant | None, params: dict[s
 
     smem = check_device_limits(v, p, dtype, device)
     plan.shared_mem = smem if v.dynamic_smem else 0
-    grid, plan.block = v.launch(p, shapes.m, shapes.n, gpu.multiprocessors(device))
+    per_launch = MAX_GRID[2] // v.splits_of(p)  # products per launch: z is product x split
+    grid, plan.block = v.launch(p, shapes.m, shapes.n, gpu.multiprocessors(device),
+                                min(shapes.count, per_launch))
     plan.acc, plan.acc_code = ((np.float64, "d") if DTYPES[dtype].acc == "double"
                                else (np.float32, "f"))
     item, c_item = a.itemsize, full_c.itemsize
@@ -599,7 +601,6 @@ def _lay_out(a: cupy.ndarray, b: cupy.ndarray, v: Variant | None, params: dict[s
         shapes.m, shapes.n, shapes.k, la.ld, lb.ld, layout_c.ld,
         la.batch_stride, lb.batch_stride, layout_c.batch_stride, 1.0, 0.0))
     plan.sizes, plan.unit = fixed[:9], fixed[9:]
-    per_launch = MAX_GRID[2] // splits  # products per launch: z is product x split
     chunks = []
     for first in range(0, shapes.count, per_launch):
         count = min(per_launch, shapes.count - first)

@@ -365,12 +365,13 @@ class Variant:
         return (self.target,) if self.target else ("sm_80", "sm_90")
 
     def launch(
-        self, params: Mapping[str, int], m: int, n: int, sms: int = 132
+        self, params: Mapping[str, int], m: int, n: int, sms: int = 132, batch: int = 1
     ) -> tuple[tuple[int, ...], tuple[int, ...]]:
-        """(grid, block) for an M x N output on a GPU of ``sms`` multiprocessors (``SMS``
-        in a persistent grid's expression); ValueError if the grid is too large."""
+        """(grid, block) for ``batch`` M x N outputs (grid z walks them) on a GPU of ``sms``
+        multiprocessors (``SMS`` and ``BATCH`` in a persistent grid's expression);
+        ValueError if the grid is too large."""
         grid, block = _eval(f"(({', '.join(self.grid)},), ({', '.join(self.block)},))",
-                            {**params, "M": m, "N": n, "SMS": sms})  # one expression
+                            {**params, "M": m, "N": n, "SMS": sms, "BATCH": batch})
         for axis, (size, limit) in enumerate(zip(grid, MAX_GRID, strict=False)):
             if size > limit:
                 raise ValueError(
