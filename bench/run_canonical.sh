@@ -8,6 +8,8 @@
 #   tf32.json        xgemm bench --precision tf32: the TF32 rungs, auto and cuBLAS in TF32,
 #                    square sizes with B a transposed view (NT: the layout they read)
 #   call_cost.json   xgemm bench --overhead --json: what a call costs besides its kernel
+#   suite_P.json     xgemm bench --suite P --json, for P in tf32 float64 float16 bfloat16
+#                    float32: auto against cuBLAS on the practitioner's cases
 #   float32.png float16.png bfloat16.png float64.png float32_roofline.png
 #                    TFLOP/s against size of each dtype's run, and float32's roofline
 #
@@ -23,7 +25,8 @@
 #                       the commit to record in each file's "machine" where the checkout has
 #                       no .git (otherwise `git rev-parse --short HEAD`, "-dirty" if edited)
 #   ONLY="float16 tf32" run only these parts (of float32 float16 bfloat16 float64 tf32
-#                       call_cost), replacing only their files: to split a run that would
+#                       call_cost suite_tf32 suite_float64 suite_float16 suite_bfloat16
+#                       suite_float32), replacing only their files: to split a run that would
 #                       outlast a time limit; the parts must then come from the same commit
 #
 # With $OUT set (a lent machine, whose $OUT comes back), the results are also packed into
@@ -44,7 +47,8 @@ mkdir -p "$DEST"
 echo "$name -> $DEST, commit $(python3 -c 'from xgemm.bench import source_commit as c; print(c() or "unknown: set XGEMM_COMMIT")')"
 python3 -c "import cupy; print('cupy', cupy.__version__, 'cuda', cupy.cuda.runtime.runtimeGetVersion())"
 
-parts=${ONLY:-float32 float16 bfloat16 float64 tf32 call_cost}
+parts=${ONLY:-float32 float16 bfloat16 float64 tf32 call_cost suite_tf32 suite_float64 \
+  suite_float16 suite_bfloat16 suite_float32}
 [ -z "${ONLY:-}" ] && rm -f "$DEST"/*.json "$DEST"/*.png
 status=0
 for part in $parts; do
@@ -60,12 +64,14 @@ for part in $parts; do
       args=(--precision tf32 --shapes 128x128x128:NT,256x256x256:NT,512x512x512:NT,1024x1024x1024:NT,2048x2048x2048:NT,4096x4096x4096:NT,8192x8192x8192:NT) ;;
     call_cost)
       args=(--overhead) ;;
+    suite_*)
+      args=(--suite "${part#suite_}") ;;
     *) echo "unknown part $part"; exit 2 ;;
   esac
   python3 -m xgemm bench "${args[@]}" --json "$DEST/$part.json" > "$LOGS/$part.txt" 2>&1
   code=$?
   echo "== $part: exit code $code"
-  grep -E "^variant|4096x4096x4096|8192x8192x8192|^dtype|^(float|bfloat)" "$LOGS/$part.txt"
+  grep -E "^variant|4096x4096x4096|8192x8192x8192|^dtype|^part|^(float|bfloat|tf32)" "$LOGS/$part.txt"
   [ $code = 0 ] || status=$code
 done
 if [ -n "${OUT:-}" ]; then  # few files come back from a lent machine: two archives

@@ -143,3 +143,22 @@ def test_readme_agrees_with_the_results():
     diff = report.check(REPO / "README.md", REPO / "bench" / "results" / "h100")
     assert diff == "", "README.md differs from bench/results/h100: run `xgemm report " \
                        f"--write`\n{diff}"
+
+
+def test_suite_table_per_case_and_geometric_mean(tmp_path: Path):
+    def row(part, case, x_kernel, x_call, status="ok"):
+        return {"part": part, "case": case, "variant": "dmma", "baseline": "cupy.matmul",
+                "auto_ms": 2.0, "cublas_ms": 2.0 * x_kernel, "x_kernel": x_kernel,
+                "x_call": x_call, "status": status}
+
+    (tmp_path / "suite_float64.json").write_text(json.dumps({"machine": MACHINE, "suite": [
+        row("float64", "4096x4096x4096", 0.5, 0.25), row("float64", "8192x8192x8192", 2.0, 4.0),
+        {"part": "float64", "case": "1x1x1", "status": "wrong result: error 1 against x"}]}))
+    (tmp_path / "suite_tf32.json").write_text(json.dumps({"machine": MACHINE, "suite": [
+        row("tf32", "4096x4096x4096:TN", 1.1, 1.2)]}))
+    lines = report.suite_table(report.load(tmp_path)).splitlines()
+    assert lines[2].startswith("| tf32 | 4096x4096x4096:TN | `dmma` | 2.0000 / 2.2000 | 1.10 |")
+    assert "| float64 | 8192x8192x8192 | `dmma` | 2.0000 / 4.0000 | 2.00 | 4.00 |" in lines[5]
+    assert lines[6] == "| float64 | 1x1x1 | - | - | - | - | wrong result: error 1 against x |"
+    # the failed case counts in no mean: (0.5 * 2)^(1/2) and (0.25 * 4)^(1/2)
+    assert lines[7] == "| float64 | **geometric mean** | | | **1.00** | **1.00** | |"

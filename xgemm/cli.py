@@ -57,6 +57,9 @@ def _parser() -> argparse.ArgumentParser:
                             "call (64^3, float32/float16/bfloat16, CuPy and PyTorch inputs, "
                             "with and without out=) and queued time per call (1024^3, "
                             "16x4096x4096), beside cupy.matmul and torch.matmul")
+    bench.add_argument("--suite", choices=["tf32", "float64", "float16", "bfloat16", "float32"],
+                       help="auto against cuBLAS on one part of the practitioner's suite "
+                            "(xgemm.suite): kernel time and queued time per call")
     bench.add_argument("--dtype", default="float32",
                        choices=["float32", "float64", "float16", "bfloat16"])
     bench.add_argument("--precision", choices=["tf32"],
@@ -292,7 +295,31 @@ def _bench_overhead(args: argparse.Namespace) -> int:
     return 0
 
 
+def _bench_suite(args: argparse.Namespace) -> int:
+    if args.family or args.sizes or args.shapes or args.variants or args.precision \
+            or args.overhead or args.csv or args.plot or args.roofline:
+        _usage_error("--suite measures its own cases; it takes --repeat and --json only")
+    # before CuPy's first float32 product, which fixes its compute type for the process
+    os.environ["CUPY_TF32"] = "1" if args.suite == "tf32" else "0"
+    if not _need_gpu("bench"):
+        return 2
+    from . import bench, overhead, suite
+
+    machine = bench.machine_info(measure=False)
+    rows = suite.run(args.suite, repeat=args.repeat)
+    if args.json:
+        import json
+
+        with open(args.json, "w") as f:
+            json.dump({"machine": machine, "suite": rows}, f, indent=1)
+            f.write("\n")
+    print(overhead.table(rows))
+    return 0 if all(row.get("status") == "ok" for row in rows) else 1
+
+
 def _bench(args: argparse.Namespace) -> int:
+    if args.suite:
+        return _bench_suite(args)
     if args.overhead:
         return _bench_overhead(args)
     if args.family:

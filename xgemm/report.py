@@ -15,7 +15,8 @@ README.md marks each generated region::
     <!-- end -->
 
 with the regions ``ladder`` (one row per rung, in ladder order), ``machine`` (what the
-results were measured on), ``figures`` and ``call_cost``. ``xgemm report --check`` fails
+results were measured on), ``figures``, ``call_cost`` and ``suite`` (``auto`` against
+cuBLAS on the practitioner's cases, ``xgemm bench --suite``). ``xgemm report --check`` fails
 with a diff where README.md differs from what the results render; ``xgemm report
 --write`` rewrites the regions. Nothing here needs CuPy or a GPU.
 
@@ -38,6 +39,7 @@ from typing import Any
 
 from . import declarations as _ladder  # noqa: F401  (registers the ladder)
 from .registry import get_variant, variants
+from .suite import PARTS, geomean
 
 #: The repository xgemm is imported from (README.md and bench/ beside the package).
 REPO = Path(__file__).resolve().parents[1]
@@ -48,7 +50,7 @@ SIZES = (4096, 8192)
 #: Column order of the ladder table; a column appears when its results exist.
 COLUMNS = ("float32", "tf32", "float16", "bfloat16", "float64")
 #: The regions README.md may mark, in the order ``xgemm report`` prints them.
-REGIONS = ("ladder", "machine", "figures", "call_cost")
+REGIONS = ("ladder", "machine", "figures", "call_cost", "suite")
 
 _REGION = re.compile(r"(<!-- xgemm report: (\w+) -->\n)(.*?)(<!-- end -->)", re.S)
 
@@ -71,6 +73,7 @@ class Results:
     runs: list[Run] = field(default_factory=list)
     call_cost: dict[str, Any] | None = None
     call_cost_path: Path | None = None
+    suite: list[dict[str, Any]] = field(default_factory=list)
     figures: list[Path] = field(default_factory=list)
 
     def columns(self) -> list[str]:
@@ -125,6 +128,8 @@ def load(directory: str | os.PathLike[str]) -> Results:
             continue
         if "host_us" in data or "queued_ms" in data:
             results.call_cost, results.call_cost_path = data, path
+        elif isinstance(data.get("suite"), list):
+            results.suite += data["suite"]
         elif isinstance(data.get("results"), list):
             results.runs.append(Run(path, column_of(data), data.get("machine", {}),
                                     data["results"]))
@@ -434,15 +439,48 @@ def call_cost_tables(results: Results) -> str:
     return "\n".join(lines)
 
 
+def suite_table(results: Results) -> str:
+    """The practitioner's suite (``xgemm bench --suite PART --json``) as one Markdown
+    table: per case what ``auto`` ran and its speed over cuBLAS's, kernel and whole call,
+    then each part's geometric mean.
+
+    >>> suite_table(Results(Path(".")))
+    'No suite results (`xgemm bench --suite PART --json`).'
+    """
+    if not results.suite:
+        return "No suite results (`xgemm bench --suite PART --json`)."
+    lines = ["| part | case | auto runs | kernel ms, auto / cuBLAS | kernel x cuBLAS"
+             " | call x cuBLAS | cuBLAS through |", "|" + " --- |" * 7]
+    order = {part: i for i, part in enumerate(PARTS)}
+    rows = sorted(results.suite, key=lambda r: order.get(r.get("part"), len(order)))
+    for part in dict.fromkeys(r.get("part") for r in rows):
+        mine = [r for r in rows if r.get("part") == part]
+        for r in mine:
+            if r.get("status") != "ok":
+                lines.append(f"| {part} | {r.get('case')} | - | - | - | - |"
+                             f" {_escape(str(r.get('status')))} |")
+                continue
+            lines.append(f"| {part} | {r['case']} | `{r['variant']}` | {r['auto_ms']:.4f} /"
+                         f" {r['cublas_ms']:.4f} | {r['x_kernel']:.2f} | {r['x_call']:.2f} |"
+                         f" {r['baseline']} |")
+        done = [r for r in mine if r.get("status") == "ok"]
+        kernel, call = (geomean([r[key] for r in done]) for key in ("x_kernel", "x_call"))
+        if kernel is not None:
+            lines.append(f"| {part} | **geometric mean** | | | **{kernel:.2f}** |"
+                         f" **{call:.2f}** | |")
+    return "\n".join(lines)
+
+
 # -- README ------------------------------------------------------------------------------
 def render(results: Results, readme_dir: str | os.PathLike[str] = REPO) -> dict[str, str]:
     """Every region's text, by region name.
 
     >>> sorted(render(Results(Path("."))))
-    ['call_cost', 'figures', 'ladder', 'machine']
+    ['call_cost', 'figures', 'ladder', 'machine', 'suite']
     """
     return {"ladder": ladder_table(results), "machine": machine_line(results, readme_dir),
-            "figures": figures(results, readme_dir), "call_cost": call_cost_tables(results)}
+            "figures": figures(results, readme_dir), "call_cost": call_cost_tables(results),
+            "suite": suite_table(results)}
 
 
 def update(text: str, regions: Mapping[str, str]) -> str:
