@@ -245,7 +245,7 @@ def test_layouts_read_in_place_are_not_copied(rng, monkeypatch):
         raise AssertionError("an operand was copied")
 
     arrays = {}
-    for dtype in ("float32", "float16"):
+    for dtype in ("float32", "float64", "float16"):
         a = rng.matrix(70, 90, dtype=dtype)[:, 5:75]  # lda = 90
         w = rng.matrix(40, 70, dtype=dtype)           # a weight stored (N, K), used as w.T
         b = rng.matrix(70, 40, dtype=dtype)
