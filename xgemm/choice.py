@@ -32,13 +32,15 @@ def heuristic(m: int, n: int, k: int, dtype: str = "float32", cc: int = 90,
     ``mma_tf32``, and for float64 through ``dmma`` (the FP64 tensor cores) from sm_80;
     splitk for float32 outputs of few tiles with K >= 4096; for
     outputs of a million elements or more the fastest large-tile rung for the dtype
-    (``pipelined`` for float32, ``vectorized`` for the others), coarse1d for mid-sized
-    outputs, tiled for small ones. Tiles shrink where the large ones, over all ``batch``
-    products, would leave SMs idle. All variants are correct for every shape, so this
-    only ever costs speed.
+    (``pipelined`` for float32, ``vectorized`` for the others), for mid-sized ones
+    ``pipelined`` on 64 x 64 tiles (float32) or coarse1d, tiled for small ones. Tiles
+    shrink where the large ones, over all ``batch`` products, would leave SMs idle. All
+    variants are correct for every shape, so this only ever costs speed.
 
-    >>> heuristic(4096, 4096, 4096)[0], heuristic(1024, 512, 64)[0], heuristic(64, 64, 64)[0]
-    ('pipelined', 'coarse1d', 'tiled')
+    >>> heuristic(4096, 4096, 4096)[0], heuristic(64, 64, 64)[0]
+    ('pipelined', 'tiled')
+    >>> [heuristic(1024, 512, 64, dtype)[0] for dtype in ("float32", "float64")]
+    ['pipelined', 'dmma']
     >>> [heuristic(4096, 4096, 4096, "float16", cc)[0] for cc in (90, 100, 80, 75)]
     ['wgmma', 'mma', 'mma', 'vectorized']
     >>> [heuristic(4096, 4096, 4096, "float32", cc, "tf32")[0] for cc in (90, 80)]
@@ -100,6 +102,12 @@ def heuristic(m: int, n: int, k: int, dtype: str = "float32", cc: int = 90,
                 params.update(BN=128, STAGES=2)
             return "pipelined", params
         name = "vectorized"
+    elif dtype in get_variant("pipelined").dtypes and outputs >= 1 << 16:
+        # mid-sized float32: 64 x 64 tiles, 3 stages, 1.3-2.0x coarse1d's and tiled's speed
+        # from 300 x 700 x 200 to 768^3 (evidence/auto_rules.txt)
+        params = dict(get_variant("pipelined").defaults)
+        params.update(BM=64, BN=64, WM=32, WN=32, STAGES=3)
+        return "pipelined", params
     else:
         name = "coarse1d" if outputs >= 1 << 18 else "tiled"
     return name, dict(get_variant(name).defaults)
