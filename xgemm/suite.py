@@ -104,6 +104,7 @@ def measure(part: str, case: Case, repeat: int = 30, rounds: int = 5) -> dict[st
     # against cupy.matmul's product (in float32, rounded, for a batch of bfloat16)
     error = bench.relative_error(c, problem.expected)
     row: dict[str, Any] = {"part": part, "case": case.label, "variant": launch.variant.name,
+                           "params": dict(launch.params), "copies": list(launch.copies),
                            "baseline": baseline_name, "error": error}
     if not error < tolerance:
         row["status"] = f"wrong result: error {error:.3g} against cuBLAS"
