@@ -65,9 +65,11 @@ def test_heuristic_sizes_tiles_by_the_gpus_multiprocessors():
 def test_a_variant_declares_which_operands_auto_transposes_first():
     v = xgemm.get_variant("pipelined")
     p = v.resolve({"BM": 64, "BN": 128, "WM": 32, "WN": 64, "STAGES": 2})
-    # A: where the grid has at most two tiles per SM (128 of 64 x 128 at 1024^2)
+    # A: where the grid has at most two tiles per SM (128 of 64 x 128 at 1024^2), unless
+    # the product is tiny
     assert v.transposed_into("a", p, 1024, 1024, 1024) == "col"
     assert v.transposed_into("a", p, 4096, 4096, 4096) is None
+    assert v.transposed_into("a", p, 64, 4096, 64) is None
     # B: from 1024 rows of C on
     assert [v.transposed_into("b", p, m, 4096, 4096) for m in (1024, 1023)] == ["row", None]
     assert xgemm.get_variant("wgmma").transposed_into("b", {}, 4096, 4096, 4096) is None
