@@ -196,9 +196,10 @@ def test_a_plan_reuses_its_arguments_only_for_the_same_addresses_and_scalars(rng
 
 
 @gpu
-@pytest.mark.parametrize("m, n, k", [(1024, 1024, 96), (1031, 1029, 67)])
+@pytest.mark.parametrize("m, n, k", [(1024, 1024, 256), (1031, 1029, 257)])
 def test_auto_transposes_an_operand_into_its_fast_layout_first(rng, m, n, k):
-    """auto on float32: a row-major a (where the grid has few tiles) and a column-major b
+    """auto on float32: a row-major a (where the grid has few tiles, in a product of 2^28
+    multiply-adds or more) and a column-major b
     (from 1024 rows of C) are copied by the transpose kernel first and named in copies;
     the product is right with the epilogue and with beta, aligned or not; a named
     variant reads them in place."""
