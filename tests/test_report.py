@@ -162,3 +162,4 @@ def test_suite_table_per_case_and_geometric_mean(tmp_path: Path):
     assert lines[6] == "| float64 | 1x1x1 | - | - | - | - | wrong result: error 1 against x |"
     # the failed case counts in no mean: (0.5 * 2)^(1/2) and (0.25 * 4)^(1/2)
     assert lines[7] == "| float64 | **geometric mean** | | | **1.00** | **1.00** | |"
+    assert lines[-1] == "Commit abc1234, on the machine above."

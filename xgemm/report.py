@@ -74,6 +74,7 @@ class Results:
     call_cost: dict[str, Any] | None = None
     call_cost_path: Path | None = None
     suite: list[dict[str, Any]] = field(default_factory=list)
+    suite_commits: set[str] = field(default_factory=set)
     figures: list[Path] = field(default_factory=list)
 
     def columns(self) -> list[str]:
@@ -130,6 +131,7 @@ def load(directory: str | os.PathLike[str]) -> Results:
             results.call_cost, results.call_cost_path = data, path
         elif isinstance(data.get("suite"), list):
             results.suite += data["suite"]
+            results.suite_commits.add(str(data.get("machine", {}).get("commit") or "unknown"))
         elif isinstance(data.get("results"), list):
             results.runs.append(Run(path, column_of(data), data.get("machine", {}),
                                     data["results"]))
@@ -468,6 +470,7 @@ def suite_table(results: Results) -> str:
         if kernel is not None:
             lines.append(f"| {part} | **geometric mean** | | | **{kernel:.2f}** |"
                          f" **{call:.2f}** | |")
+    lines += ["", f"Commit {', '.join(sorted(results.suite_commits))}, on the machine above."]
     return "\n".join(lines)
 
 
