@@ -117,6 +117,9 @@ def test_cli_rejects_bad_arguments(capsys):
     with pytest.raises(SystemExit):
         cli.main(["bench", "--family", "sum", "--sizes", "128"])
     assert "--family takes its cases from --shapes" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        cli.main(["bench", "--suite", "float16", "--sizes", "128"])
+    assert "--suite measures its own cases" in capsys.readouterr().err
 
 
 @pytest.mark.gpu

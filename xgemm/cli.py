@@ -9,6 +9,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from .suite import PARTS
+
 DEFAULT_SIZES = (128, 256, 512, 1024, 2048, 4096, 8192)
 
 
@@ -57,7 +59,7 @@ def _parser() -> argparse.ArgumentParser:
                             "call (64^3, float32/float16/bfloat16, CuPy and PyTorch inputs, "
                             "with and without out=) and queued time per call (1024^3, "
                             "16x4096x4096), beside cupy.matmul and torch.matmul")
-    bench.add_argument("--suite", choices=["tf32", "float64", "float16", "bfloat16", "float32"],
+    bench.add_argument("--suite", choices=PARTS,
                        help="auto against cuBLAS on one part of the practitioner's suite "
                             "(xgemm.suite): kernel time and queued time per call")
     bench.add_argument("--dtype", default="float32",

@@ -483,7 +483,7 @@ def _choose(mats: tuple, layouts: list, shapes: Shapes, dtype: str, device: int,
         lambda: choose(m, n, k, dtype, device, precision, count),
         lambda: heuristic(m, n, k, dtype, cc, precision, sms, count),
         lambda: heuristic(m, n, k, dtype, min(cc, 89), precision, sms, count),  # no TMA
-        lambda: heuristic(m, n, k, dtype, min(cc, 89), None, sms, count)]  # no TMA, TF32
+        lambda: heuristic(m, n, k, dtype, min(cc, 89), None, sms, count)]  # no TMA or TF32
     for pick in picks:
         name, p = pick()
         v = get_variant(name)
