@@ -18,7 +18,7 @@ ALL = xgemm.variants()
 def test_ladder_order():
     assert ALL == ["naive", "coalesced", "tiled", "coarse1d", "coarse2d", "vectorized",
                    "transposed_b", "warptile", "pipelined", "splitk", "wmma", "mma", "mma_tf32",
-                   "wgmma_ring", "wgmma", "wgmma_tf32", "dmma"]
+                   "wgmma_ring", "wgmma", "wgmma_tf32", "dmma", "wgmma_splitk"]
     assert xgemm.DEFAULT_VARIANT == xgemm.AUTO == "auto"
 
 
@@ -51,6 +51,10 @@ def test_persistent_grid_has_a_block_per_sm_at_most():
     assert v.launch(v.defaults, 4096, 4096, sms=132, batch=64) == ((132, 1), (384,))
     assert v.launch(spread, 4096, 4096, sms=132, batch=64) == ((2, 1), (384,))
     assert v.launch(spread, 4096, 4096, sms=132, batch=1000) == ((1, 1), (384,))
+    # split-K: the SMs shared among the splits (grid z is product x split)
+    split = xgemm.get_variant("wgmma_splitk")
+    assert split.launch(split.defaults, 16, 4096, sms=132) == ((64, 1), (256,))  # 64 tiles
+    assert split.launch({**split.defaults, "SPLITS": 4}, 16, 4096, sms=132) == ((33, 1), (256,))
 
 
 def test_unknown_variant_names_the_closest():

@@ -249,26 +249,57 @@ def test_pytorch_tensors_of_every_dtype(dtype):
     assert np.linalg.norm(got - expected) / np.linalg.norm(expected) < TOLERANCE[dtype]
 
 
-@pytest.mark.parametrize("shape", [(128, 128, 65536), (70, 50, 5000), (3, 200, 999)])
-def test_splitk_is_deterministic_and_right(rng, shape):
+SPLIT_K = [n for n in xgemm.variants() if xgemm.get_variant(n).splits != "1"]
+
+
+@pytest.mark.parametrize("shape", [(128, 128, 65536), (70, 50, 5000), (3, 200, 999),
+                                   (16, 300, 64)])  # one phase of K: the later splits get none
+@pytest.mark.parametrize("name", SPLIT_K)
+def test_split_k_is_deterministic_and_right(rng, name, shape):
     import cupy
 
+    if not xgemm.get_variant(name).runs_on(xgemm.gpu.compute_capability(0)):
+        pytest.skip(f"{name} needs a newer GPU")
+    dtype = home_dtype(name)
     m, n, k = shape
-    a, b = rng.matrix(m, k), rng.matrix(k, n)
-    bias, c = rng.array((n,)), rng.matrix(m, n)
+    a, b = rng.matrix(m, k, dtype=dtype), rng.matrix(k, n, dtype=dtype)
+    bias, c = rng.array((n,), dtype), rng.matrix(m, n, dtype=dtype)
     expected = 0.5 * (f64(a) @ f64(b)) + 2.0 * f64(c) + f64(bias)
-    launch = xgemm.prepare(a, b, "splitk", c=c, alpha=0.5, beta=2.0, bias=bias, SPLITS=16)
-    assert launch.grid[2] == 16  # sixteen blocks per tile of C
+    launch = xgemm.prepare(a, b, name, c=c, alpha=0.5, beta=2.0, bias=bias, SPLITS=8)
+    assert launch.grid[2] == 8  # eight blocks per tile of C
     first = c.copy()
     launch()
-    assert frobenius_error(c, expected) < TOLERANCE["float32"]
+    assert frobenius_error(c, expected) < TOLERANCE[dtype]
     once = c.copy()
     for _ in range(3):  # the same inputs give the same bits, whichever block ends last
         c[...] = first
         launch()
         assert bool((c == once).all())
-    batched = xgemm.matmul(cupy.stack([a, a]), b, variant="splitk", SPLITS=4)
-    assert frobenius_error(batched[1], f64(a) @ f64(b)) < TOLERANCE["float32"]
+    batched = xgemm.matmul(cupy.stack([a, a]), b, variant=name, SPLITS=4)
+    assert frobenius_error(batched[1], f64(a) @ f64(b)) < TOLERANCE[dtype]
+
+
+@pytest.mark.parametrize("name", SPLIT_K)
+def test_split_k_counters_per_stream(rng, name):
+    """Split-K's counters are zeroed once per stream and left at zero by each launch:
+    calls queued on two streams at once, each many times, all come out right."""
+    import cupy
+
+    if not xgemm.get_variant(name).runs_on(xgemm.gpu.compute_capability(0)):
+        pytest.skip(f"{name} needs a newer GPU")
+    dtype = home_dtype(name)
+    a, b = rng.matrix(70, 3000, dtype=dtype), rng.matrix(3000, 130, dtype=dtype)
+    expected = f64(a) @ f64(b)
+    outs = [poisoned(70, 130, dtype=dtype) for _ in range(2)]
+    launches = [xgemm.prepare(a, b, name, out=out, SPLITS=4) for out in outs]
+    streams = [cupy.cuda.Stream(non_blocking=True) for _ in outs]
+    for _ in range(20):
+        for launch, stream in zip(launches, streams, strict=True):
+            with stream:
+                launch()
+    for stream, out in zip(streams, outs, strict=True):
+        stream.synchronize()
+        assert frobenius_error(out, expected) < TOLERANCE[dtype]
 
 
 def test_splitk_refuses_a_huge_workspace():

@@ -25,7 +25,8 @@ def heuristic(m: int, n: int, k: int, dtype: str = "float32", cc: int = 90,
               ) -> tuple[str, dict[str, int]]:
     """The variant ``auto`` uses for a shape nobody tuned, on a GPU of compute capability
     ``cc`` x 10 with ``sms`` multiprocessors, from the H100 measurements in bench/: for
-    16-bit outputs of 2^16 elements or more the tensor cores, ``wgmma`` on sm_90 (for
+    16-bit outputs of 2^16 elements or more the tensor cores, ``wgmma`` on sm_90
+    (``wgmma_splitk`` where its tiles would fill at most half the SMs and K >= 4096; for
     operands TMA cannot read in place, with padded copies from ``TMA_PADDING_PAYS``,
     else the plan takes ``mma``), ``mma`` on sm_80 and
     newer; the same for float32 with ``precision="tf32"`` through ``wgmma_tf32`` or
@@ -49,6 +50,8 @@ def heuristic(m: int, n: int, k: int, dtype: str = "float32", cc: int = 90,
     ['dmma', 'dmma', 'vectorized']
     >>> heuristic(128, 128, 65536)[1]["SPLITS"]  # K split across 32 blocks per tile
     32
+    >>> [heuristic(m, 4096, 4096, "float16")[0] for m in (16, 256)]
+    ['wgmma_splitk', 'wgmma']
     """
     outputs = m * n
 
@@ -60,6 +63,15 @@ def heuristic(m: int, n: int, k: int, dtype: str = "float32", cc: int = 90,
         # 16-bit measurements in bench/results/h100/evidence/small_shape_sweeps.txt and
         # (from issue 19) auto_rules.txt, ms or x cuBLAS
         params = dict(wgmma.defaults)
+        splitk = get_variant("wgmma_splitk")
+        bm = 64 if m <= 64 else 128
+        if dtype in splitk.dtypes and 2 * tiles(bm, 64) <= sms and k >= 4096:
+            # few tiles, long K: two blocks a tile, each half of K, so twice as many SMs
+            # stream the operands (evidence/wgmma_splitk.txt, x cuBLAS against wgmma's:
+            # 16 x 4096 x 4096 0.85 / 0.79, 64 x 4096 x 4096 0.82 / 0.76, 128 x 4096 x
+            # 4096 on 128-row tiles 0.81 / 0.77, 32 x 4096 x 11008 0.94 / 0.84; with more
+            # tiles than half the SMs, 256 x 4096 x 4096 and 16 x 11008 x 4096, slower)
+            return splitk.name, {**splitk.defaults, "BM": bm, "CONSUMERS": bm // 64}
         if min(m, n) <= 64 and precision is None:  # a few rows (columns): one m64
             # warpgroup, narrow tiles, a deep ring (16 x 4096 x 4096: 0.027 ms against
             # 0.031 for 128 x 128 tiles)

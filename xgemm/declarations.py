@@ -389,6 +389,29 @@ register(Variant(
     min_cc=80,
 ))
 
+# Rung 16: the Hopper ring (13) with rung 10's split of K, for outputs of few tiles.
+register(Variant(
+    name="wgmma_splitk",
+    template="gemm/16_wgmma_splitk.cu.j2",
+    adds="rung 13 with K split across blocks (rung 10's idea), for outputs of few tiles such"
+         " as few rows: SPLITS blocks a tile, each warp's last adds the partials in order",
+    defaults={"BM": 64, "BN": 64, "CONSUMERS": 1, "STAGES": 6, "GROUP": 8, "SPLITS": 2},
+    # SPLITS 3, 4 and 8 and 8 or 10 stages measured slower at 16 x 4096 x 4096 (evidence/
+    # wgmma_splitk.txt): the grid stays at SMS blocks, so more splits only walk more tiles
+    space={"BM": [64, 128], "BN": [64, 128], "CONSUMERS": [1, 2], "STAGES": [4, 6],
+           "GROUP": [8], "SPLITS": [2, 4]},
+    smem_bytes=RING_BYTES,
+    tma_boxes={"a": "BM", "b": "BN"},
+    extra_args=("tensor_map_a", "tensor_map_b", "partials", "arrivals"),
+    # with the partials' loops, 128 accumulators a consumer thread spill (128 x 128, one
+    # consumer)
+    **{**HOPPER, "constraints": [*HOPPER["constraints"], "BM // CONSUMERS * BN <= 64 * 128"],
+       # the SMs shared among the products and splits (grid z), one block per tile at most
+       "grid": ("min(max(1, SMS // (BATCH * SPLITS)), cdiv(M, BM) * cdiv(N, BN))", "1")},
+    splits="SPLITS",
+    counters="4 * CONSUMERS",  # one per consumer warp: each counts its own rows in
+))
+
 # -- The memory-bound families (xgemm.memory_bound): the lectures' other shared-memory kernels. --
 # Their yardstick is the device's copy bandwidth. Expressions use M and N for the rows and
 # columns of the input (a 1-D input of reverse: N; sum: N elements in each of M segments).

@@ -300,6 +300,20 @@ def _run(plan: Any, a: Any, b: Any, target: Any, bias: Any, alpha: float, beta: 
     return _launch(plan, a, b, target, bias, alpha, beta, stream)
 
 
+def _counters(plan: Any) -> Any:
+    """Split-K's arrival counters for the current stream: zeroed when first asked for, and
+    left at zero by every launch (the last block or warp of a tile resets its counter), so
+    calls queued on one stream share them with no memset each; launches on other streams,
+    which may overlap, get their own."""
+    import cupy
+
+    stream = cupy.cuda.get_current_stream().ptr
+    counters = plan.counters.get(stream)
+    if counters is None:
+        counters = plan.counters[stream] = cupy.zeros(plan.arrivals, dtype=np.uint32)
+    return counters
+
+
 def _launch(plan: Any, a: Any, b: Any, target: Any, bias: Any, alpha: float, beta: float,
             stream: Any) -> Any:
     import cupy
@@ -345,9 +359,9 @@ def _launch(plan: Any, a: Any, b: Any, target: Any, bias: Any, alpha: float, bet
     else:
         ptr_bias = pointer(bias)
     ptrs = (ptr_a, ptr_b, ptr_c)
-    if plan.splits > 1:  # split-K: partial products, and a counter per tile of C, zeroed
+    if plan.splits > 1:  # split-K: partial products, and its counters
         partials = cupy.empty(plan.partials, dtype=plan.acc)
-        arrivals = cupy.zeros(plan.arrivals, dtype=np.uint32)
+        arrivals = _counters(plan)
         keep += (partials, arrivals)
         ptrs += (partials.data.ptr, arrivals.data.ptr)
     # The arguments of the last call that had these addresses and scalars are these too:

@@ -73,6 +73,23 @@ def queued_ms(call: Callable[[], Any], calls: int = 50, rounds: int = 7,
     return statistics.median(times)
 
 
+def queued_ms_in_turns(contenders: dict[str, Callable[[], Any]], calls: int = 50,
+                      rounds: int = 7) -> dict[str, float]:
+    """Each contender's milliseconds per call, ``calls`` of them queued between two CUDA
+    events (``queued_ms``, one round at a time), the contenders taking turns round after
+    round, so a GPU that slows as it warms slows each alike: the median round of each.
+
+    >>> queued_ms_in_turns({"cupy": lambda: cupy.matmul(a, b),  # doctest: +SKIP
+    ...                     "xgemm": lambda: xgemm.matmul(a, b)})
+    {'cupy': 0.0271, 'xgemm': 0.0265}
+    """
+    times: dict[str, list[float]] = {name: [] for name in contenders}
+    for _ in range(rounds):
+        for name, call in contenders.items():
+            times[name].append(queued_ms(call, calls, rounds=1))
+    return {name: statistics.median(t) for name, t in times.items()}
+
+
 def _inputs(m: int, n: int, k: int, batch: int, dtype: str):
     """The same values as CuPy arrays and as PyTorch tensors (None without PyTorch)."""
     import cupy
@@ -133,7 +150,7 @@ def host_rows(calls: int = 1000, rounds: int = 11) -> list[dict[str, Any]]:
 
 def queued_rows(calls: int = 50, rounds: int = 7) -> list[dict[str, Any]]:
     """Per call, for each queued case in float16 and float32: the kernel alone (events
-    around one call), xgemm's queued time, cupy.matmul's and torch.matmul's."""
+    around one call), xgemm's queued time, cupy.matmul's and torch.matmul's (in turns)."""
     import cupy
 
     import xgemm
@@ -145,16 +162,15 @@ def queued_rows(calls: int = 50, rounds: int = 7) -> list[dict[str, Any]]:
             (a, b, out), torch_arrays = _inputs(m, n, k, 1, dtype)
             launch = xgemm.prepare(a, b, out=out)
             kernel = statistics.median(bench.time_launches(launch, warmup=3, repeat=30))
-            row = {"dtype": dtype, "shape": f"{m}x{n}x{k}", "variant": launch.variant.name,
-                   "kernel_ms": kernel,
-                   "xgemm_ms": queued_ms(lambda a=a, b=b: xgemm.matmul(a, b), calls, rounds),
-                   "cupy_ms": queued_ms(lambda a=a, b=b: cupy.matmul(a, b), calls, rounds)}
+            contenders = {"xgemm_ms": lambda a=a, b=b: xgemm.matmul(a, b),
+                          "cupy_ms": lambda a=a, b=b: cupy.matmul(a, b)}
             if torch_arrays is not None:
                 import torch
 
                 ta, tb, _ = torch_arrays
-                row["torch_ms"] = queued_ms(lambda ta=ta, tb=tb: torch.matmul(ta, tb),
-                                            calls, rounds)
+                contenders["torch_ms"] = lambda ta=ta, tb=tb: torch.matmul(ta, tb)
+            row = {"dtype": dtype, "shape": f"{m}x{n}x{k}", "variant": launch.variant.name,
+                   "kernel_ms": kernel, **queued_ms_in_turns(contenders, calls, rounds)}
             row["x_cupy"] = row["cupy_ms"] / row["xgemm_ms"]
             rows.append(row)
     return rows

@@ -61,6 +61,7 @@ from .registry import (
     WIDE_OUTPUT,
     Spec,
     Variant,
+    cdiv,
     get_variant,
     numpy_dtype,
     variants,
@@ -215,6 +216,8 @@ class Plan:
     splits: int = 1
     partials: int = 0               # elements of split-K's workspace, and its counters
     arrivals: int = 0
+    # split-K's counters (``arrivals`` of them) per CUDA stream, zeroed once (xgemm.launch)
+    counters: dict = field(default_factory=dict, repr=False)
     acc: type = np.float32          # the accumulators' type: alpha and beta are passed so
     acc_code: str = "f"             # ... and its C type, as ``struct`` writes it
     unit: tuple = ()                # alpha = 1, beta = 0 in that type (matmul's), packed
@@ -576,13 +579,13 @@ def _lay_out(a: cupy.ndarray, b: cupy.ndarray, v: Variant | None, params: dict[s
 
     smem = check_device_limits(v, p, dtype, device)
     plan.shared_mem = smem if v.dynamic_smem else 0
-    per_launch = MAX_GRID[2] // v.splits_of(p)  # products per launch: z is product x split
+    plan.splits = splits = v.splits_of(p)
+    per_launch = MAX_GRID[2] // splits  # products per launch: z is product x split
     grid, plan.block = v.launch(p, shapes.m, shapes.n, gpu.multiprocessors(device),
                                 min(shapes.count, per_launch))
     plan.acc, plan.acc_code = ((np.float64, "d") if DTYPES[dtype].acc == "double"
                                else (np.float32, "f"))
     item, c_item = a.itemsize, full_c.itemsize
-    plan.splits = splits = v.splits_of(p)
     acc_size = np.dtype(plan.acc).itemsize
     workspace = splits * shapes.count * shapes.m * shapes.n * acc_size
     if splits > 1 and workspace > MAX_WORKSPACE_BYTES:
@@ -590,12 +593,14 @@ def _lay_out(a: cupy.ndarray, b: cupy.ndarray, v: Variant | None, params: dict[s
             f"variant {v.name!r} with {splits} splits needs {workspace / 2**30:.1f} GiB of "
             f"workspace for {shapes.count} output(s) of {shapes.m} x {shapes.n} (the limit is "
             f"{MAX_WORKSPACE_BYTES / 2**30:.0f} GiB): split-K is for small outputs; use "
-            "fewer SPLITS, or 'pipelined'"
+            "fewer SPLITS, or a variant that does not split K ('pipelined', 'wgmma')"
         )
-    tiles = grid[0] * grid[1]
+    # split-K's counters: per BM x BN tile of C (a persistent grid has fewer blocks)
+    counters = (cdiv(shapes.m, p["BM"]) * cdiv(shapes.n, p["BN"]) * v.counters_of(p)
+                if splits > 1 else 0)
     if splits > 1:
         plan.partials = shapes.count * splits * shapes.m * shapes.n
-        plan.arrivals = shapes.count * tiles
+        plan.arrivals = shapes.count * counters
     la, lb = plan_a.layout, plan_b.layout
     fixed = packed("iiiiiiqqq" + plan.acc_code * 2, (
         shapes.m, shapes.n, shapes.k, la.ld, lb.ld, layout_c.ld,
@@ -608,7 +613,7 @@ def _lay_out(a: cupy.ndarray, b: cupy.ndarray, v: Variant | None, params: dict[s
                    first * layout_c.batch_stride * c_item)
         extra = tuple(_extra_arg(arg, v, p, shapes, (full_a, full_b, full_c),
                                  (la, lb, layout_c), offsets, first, count,
-                                 (splits * shapes.m * shapes.n * acc_size, tiles * 4))
+                                 (splits * shapes.m * shapes.n * acc_size, counters * 4))
                       for arg in v.extra_args)
         chunks.append(Chunk((*grid[:2], count * splits), offsets, extra))
     plan.chunks = tuple(chunks)

@@ -171,8 +171,12 @@ class Variant:
     b_layouts: tuple[str, ...] = ("row", "col")
     dtypes: tuple[str, ...] = tuple(DTYPES)
     #: Blocks per tile of C, an expression (split-K). Above 1 its kernel takes the extra
-    #: arguments "partials" (SPLITS partial products) and "arrivals" (a counter per tile).
+    #: arguments "partials" (SPLITS partial products) and "arrivals" (``counters`` per
+    #: BM x BN tile of C).
     splits: str = "1"
+    #: Arrival counters per tile of C for split-K, an expression: 1 where a block counts
+    #: itself in, one per warp where each warp does.
+    counters: str = "1"
     #: Boolean specialisations picked per call from the operands: "aligned" (groups of
     #: four elements), "aligned16" (groups of 16 bytes); see ``xgemm.plan``.
     flags: tuple[str, ...] = ()
@@ -398,6 +402,10 @@ class Variant:
 
     def splits_of(self, params: Mapping[str, int]) -> int:
         return _eval(self.splits, params)
+
+    def counters_of(self, params: Mapping[str, int]) -> int:
+        """Split-K's arrival counters per tile of C (``counters``)."""
+        return _eval(self.counters, params)
 
     def shared_memory(self, params: Mapping[str, int], dtype: str = "float32") -> int:
         return _eval(self.smem_bytes, {**params, "BYTES": DTYPES[dtype].itemsize})

@@ -81,7 +81,7 @@ def measure(part: str, case: Case, repeat: int = 30, rounds: int = 5) -> dict[st
     import cupy
 
     import xgemm
-    from xgemm import bench
+    from xgemm import bench, overhead
 
     dtype = "float32" if part == "tf32" else part
     precision = "tf32" if part == "tf32" else None
@@ -111,27 +111,13 @@ def measure(part: str, case: Case, repeat: int = 30, rounds: int = 5) -> dict[st
         return row
     kernel = {"cublas_ms": timed[baseline_name], "auto_ms": kernel_ms(launch)}
     calls = _calls(kernel["cublas_ms"])
-    call = _queued_in_turns({"cublas_call_ms": baseline,
-                             "auto_call_ms": lambda: xgemm.matmul(a, b, precision=precision)},
-                            calls, rounds)
+    call = overhead.queued_ms_in_turns(
+        {"cublas_call_ms": baseline,
+         "auto_call_ms": lambda: xgemm.matmul(a, b, precision=precision)}, calls, rounds)
     row.update(kernel, **call, status="ok",
                x_kernel=kernel["cublas_ms"] / kernel["auto_ms"],
                x_call=call["cublas_call_ms"] / call["auto_call_ms"])
     return row
-
-
-def _queued_in_turns(contenders: dict[str, Callable[[], Any]], calls: int, rounds: int
-                     ) -> dict[str, float]:
-    """Each contender's milliseconds per call, ``calls`` of them queued between two CUDA
-    events (``xgemm.overhead.queued_ms``, one round at a time), the contenders taking
-    turns round after round; the median round of each."""
-    from xgemm import overhead
-
-    times: dict[str, list[float]] = {name: [] for name in contenders}
-    for _ in range(rounds):
-        for name, call in contenders.items():
-            times[name].append(overhead.queued_ms(call, calls, rounds=1))
-    return {name: statistics.median(t) for name, t in times.items()}
 
 
 def _baselines(a: Any, b: Any, precision: str | None) -> dict[str, Callable[[], Any]]:
