@@ -58,12 +58,21 @@ def test_heuristic_sizes_tiles_by_the_gpus_multiprocessors():
     assert heuristic(1024, 1024, 1024, "float16", 90, batch=16)[1]["BN"] == 256
     # a phase a tile (K = 64): the batch's products share the SMs
     assert heuristic(1024, 1024, 64, "float16", 90, batch=64)[1]["SPREAD"] == 1
-    # a few rows: one m64 warpgroup; with long K and 64 tiles, at most half of 132 SMs,
-    # K split in two (wgmma_splitk); half of 16 SMs they would not fit
-    assert heuristic(16, 4096, 4096, "float16", 90, sms=16)[1]["BM"] == 64
+    # at most 32 rows and long K: A's rows as wgmma's n (wgmma_rows), 64 columns a tile
+    # while two blocks a tile fit in the SMs, else 128; K split in two, or in four where
+    # that leaves under a block per two SMs
     name, params = heuristic(16, 4096, 4096, "float16", 90, sms=132)
+    assert (name, params["BM"], params["BN"], params["SPLITS"]) == ("wgmma_rows", 16, 64, 2)
+    assert heuristic(16, 4096, 4096, "float16", 90, sms=16)[1]["BN"] == 128
+    assert heuristic(16, 1024, 4096, "float16", 90, sms=132)[1]["SPLITS"] == 4
+    assert heuristic(1, 4096, 4096, "float16", 90)[0] == "wgmma_rows"  # under 2^16 outputs
+    assert heuristic(16, 4096, 4096, "float16", 90, batch=4)[0] == "wgmma"  # a batch
+    # a few rows more: one m64 warpgroup; with long K and 64 tiles, at most half of 132
+    # SMs, K split in two (wgmma_splitk); half of 16 SMs they would not fit
+    assert heuristic(64, 4096, 4096, "float16", 90, sms=16)[1]["BM"] == 64
+    name, params = heuristic(64, 4096, 4096, "float16", 90, sms=132)
     assert (name, params["BM"], params["SPLITS"]) == ("wgmma_splitk", 64, 2)
-    assert heuristic(16, 4096, 2048, "float16", 90, sms=132)[0] == "wgmma"  # shorter K
+    assert heuristic(64, 4096, 2048, "float16", 90, sms=132)[0] == "wgmma"  # shorter K
 
 
 def test_a_variant_declares_which_operands_auto_transposes_first():

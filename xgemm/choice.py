@@ -25,7 +25,8 @@ def heuristic(m: int, n: int, k: int, dtype: str = "float32", cc: int = 90,
               ) -> tuple[str, dict[str, int]]:
     """The variant ``auto`` uses for a shape nobody tuned, on a GPU of compute capability
     ``cc`` x 10 with ``sms`` multiprocessors, from the H100 measurements in bench/: for
-    16-bit outputs of 2^16 elements or more the tensor cores, ``wgmma`` on sm_90
+    16-bit products of at most 32 rows and K >= 4096 ``wgmma_rows`` on sm_90; for 16-bit
+    outputs of 2^16 elements or more the tensor cores, ``wgmma`` on sm_90
     (``wgmma_splitk`` where its tiles would fill at most half the SMs and K >= 4096; for
     operands TMA cannot read in place, with padded copies from ``TMA_PADDING_PAYS``,
     else the plan takes ``mma``), ``mma`` on sm_80 and
@@ -50,14 +51,27 @@ def heuristic(m: int, n: int, k: int, dtype: str = "float32", cc: int = 90,
     ['dmma', 'dmma', 'vectorized']
     >>> heuristic(128, 128, 65536)[1]["SPLITS"]  # K split across 32 blocks per tile
     32
-    >>> [heuristic(m, 4096, 4096, "float16")[0] for m in (16, 256)]
-    ['wgmma_splitk', 'wgmma']
+    >>> [heuristic(m, 4096, 4096, "float16")[0] for m in (16, 64, 256)]
+    ['wgmma_rows', 'wgmma_splitk', 'wgmma']
     """
     outputs = m * n
 
     def tiles(bm: int, bn: int) -> int:  # of the whole batch
         return cdiv(m, bm) * cdiv(n, bn) * batch
 
+    rows = get_variant("wgmma_rows")
+    if (dtype in rows.dtypes and rows.runs_on(cc) and precision is None and m <= 32
+            and n >= 1024 and k >= 4096 and batch == 1):
+        # few rows, one product: A's rows as the instruction's n, 64 columns a tile while
+        # two blocks a tile fit in the SMs, K split in two, in four where that leaves under
+        # a block per two SMs (evidence/wgmma_rows.txt, x cuBLAS against auto's pick before:
+        # 16 x 4096 x 4096 1.00 / 0.89, 1 x 4096 x 4096 0.94 / 0.11, 8 x 4096 x 4096 0.92 /
+        # 0.11, 24 x 4096 x 4096 0.88 / 0.81, 16 x 11008 x 4096 0.87 / 0.81 on 128 columns,
+        # 16 x 1024 x 4096 0.96 / 0.07 in four; K = 1024 and batches ran slower)
+        bm = 16 if m <= 16 else 32
+        bn = 64 if 2 * tiles(bm, 64) <= sms else 128
+        return rows.name, {**rows.defaults, "BM": bm, "BN": bn,
+                           "SPLITS": 2 if 4 * tiles(bm, bn) >= sms else 4}
     wgmma = get_variant("wgmma_tf32" if precision == "tf32" else "wgmma")
     if dtype in wgmma.dtypes and wgmma.runs_on(cc) and outputs >= 1 << 16:
         # 16-bit measurements in bench/results/h100/evidence/small_shape_sweeps.txt and
@@ -68,9 +82,9 @@ def heuristic(m: int, n: int, k: int, dtype: str = "float32", cc: int = 90,
         if dtype in splitk.dtypes and 2 * tiles(bm, 64) <= sms and k >= 4096:
             # few tiles, long K: two blocks a tile, each half of K, so twice as many SMs
             # stream the operands (evidence/wgmma_splitk.txt, x cuBLAS against wgmma's:
-            # 16 x 4096 x 4096 0.85 / 0.79, 64 x 4096 x 4096 0.82 / 0.76, 128 x 4096 x
-            # 4096 on 128-row tiles 0.81 / 0.77, 32 x 4096 x 11008 0.94 / 0.84; with more
-            # tiles than half the SMs, 256 x 4096 x 4096 and 16 x 11008 x 4096, slower)
+            # 64 x 4096 x 4096 0.82 / 0.76, 128 x 4096 x 4096 on 128-row tiles 0.81 /
+            # 0.77, and for fewer rows, which wgmma_rows now takes, 16 x 4096 x 4096 0.85 /
+            # 0.79; with more tiles than half the SMs, 256 x 4096 x 4096, slower)
             return splitk.name, {**splitk.defaults, "BM": bm, "CONSUMERS": bm // 64}
         if min(m, n) <= 64 and precision is None:  # a few rows (columns): one m64
             # warpgroup, narrow tiles, a deep ring (16 x 4096 x 4096: 0.027 ms against

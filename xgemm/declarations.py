@@ -412,6 +412,40 @@ register(Variant(
     counters="4 * CONSUMERS",  # one per consumer warp: each counts its own rows in
 ))
 
+# Rung 17: rung 16 with A's rows as the instruction's n, for products of few rows.
+register(Variant(
+    name="wgmma_rows",
+    template="gemm/17_wgmma_rows.cu.j2",
+    adds="rung 16 for few rows: A's rows are the instruction's n (from 8) and B's columns its"
+         " m, so no m64 instruction computes rows that are not there",
+    defaults={"BM": 16, "BN": 128, "CONSUMERS": 1, "STAGES": 8, "GROUP": 8, "SPLITS": 2},
+    space={"BM": [16, 32], "BN": [64, 128], "CONSUMERS": [1, 2], "STAGES": [4, 8],
+           "GROUP": [8], "SPLITS": [2, 4]},
+    constraints=[
+        "STAGES >= 2",  # a consumer hands a slot back only once the next one is full
+        "CONSUMERS <= 2 and BN <= 256",  # a TMA box has at most 256 rows
+        # whole m64 column blocks per consumer warpgroup; n a multiple of 8, at most 256
+        "BN % (64 * CONSUMERS) == 0 and BM % 8 == 0 and BM <= 256",
+        "BN // CONSUMERS // 64 * BM // 2 <= 128",  # accumulators a consumer thread holds
+    ],
+    block=HOPPER["block"],
+    # the SMs shared among the products and splits (grid z), one block per tile at most
+    grid=("min(max(1, SMS // (BATCH * SPLITS)), cdiv(M, BM) * cdiv(N, BN))", "1"),
+    dynamic_smem=True,
+    min_cc=90,
+    target="sm_90a",
+    dtypes=("float16", "bfloat16"),
+    smem_bytes=RING_BYTES,
+    tma_boxes={"a": "BM", "b": "BN"},
+    extra_args=("tensor_map_a", "tensor_map_b", "partials", "arrivals"),
+    splits="SPLITS",
+    counters="4 * CONSUMERS",
+    # A's rows are wgmma's B operand, with n = BM: read K-major only. A column-major A (M x K,
+    # few rows: a small copy) is copied row-major first.
+    a_layouts=("row",),
+    transpose_first={"a": ("row", "True")},
+))
+
 # -- The memory-bound families (xgemm.memory_bound): the lectures' other shared-memory kernels. --
 # Their yardstick is the device's copy bandwidth. Expressions use M and N for the rows and
 # columns of the input (a 1-D input of reverse: N; sum: N elements in each of M segments).
