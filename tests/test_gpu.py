@@ -5,6 +5,7 @@ defaults, on odd shapes (tests/test_semantics.py has the numpy.matmul semantics)
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from conftest import (
     TF32_TOLERANCE,
@@ -339,6 +340,28 @@ def test_wgmma_pads_only_rows_tma_cannot_read(rng):
         launch = xgemm.prepare(a, b, variant="wgmma")
         assert launch.copies == copies, (a.shape, a.strides, b.shape, b.strides)
         assert relative_error(launch(), a, b) < BY_DTYPE["bfloat16"]
+
+
+def test_auto_on_few_rows(rng):
+    """auto on sm_90 for few rows and long K: wgmma_rows (A's rows as wgmma's n), which
+    reads A row-major only, so a column-major A is copied first, and a 1-D A is one row;
+    a batched column-major A, which auto does not copy, goes to wgmma_splitk, read in
+    place; 64 rows go to wgmma_splitk as well. Each right."""
+    if xgemm.gpu.compute_capability(0) < 90:
+        pytest.skip("wgmma needs sm_90")
+    b = rng.matrix(4096, 1024, dtype="float16")
+    cases = [(rng.matrix(16, 4096, dtype="float16"), "wgmma_rows", ()),
+             (rng.matrix(16, 4096, "F", "float16"), "wgmma_rows", ("a",)),
+             (rng.array((4096,), "float16"), "wgmma_rows", ()),
+             (rng.array((1, 4096, 16), "float16").transpose(0, 2, 1), "wgmma_splitk", ()),
+             (rng.matrix(64, 4096, dtype="float16"), "wgmma_splitk", ())]
+    for a, name, copies in cases:
+        launch = xgemm.prepare(a, b)
+        assert (launch.variant.name, launch.copies) == (name, copies), a.shape
+        c = launch()
+        expected = np.matmul(f64(a).get(), f64(b).get())
+        assert c.shape == expected.shape
+        assert frobenius_error(c, expected) < BY_DTYPE["float16"], (a.shape, a.strides)
 
 
 def test_auto_pads_16_bit_operands_only_where_it_pays(rng):

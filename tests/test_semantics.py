@@ -282,24 +282,28 @@ def test_split_k_is_deterministic_and_right(rng, name, shape):
 @pytest.mark.parametrize("name", SPLIT_K)
 def test_split_k_counters_per_stream(rng, name):
     """Split-K's counters are zeroed once per stream and left at zero by each launch:
-    calls queued on two streams at once, each many times, all come out right."""
+    C += A @ B queued 20 times on each of two streams at once (a launch that missed its
+    last arrival would leave C short by one product) gives 20 A @ B on both, and the
+    plan's two sets of counters are back at zero."""
     import cupy
 
     if not xgemm.get_variant(name).runs_on(xgemm.gpu.compute_capability(0)):
         pytest.skip(f"{name} needs a newer GPU")
     dtype = home_dtype(name)
-    a, b = rng.matrix(70, 3000, dtype=dtype), rng.matrix(3000, 130, dtype=dtype)
-    expected = f64(a) @ f64(b)
-    outs = [poisoned(70, 130, dtype=dtype) for _ in range(2)]
-    launches = [xgemm.prepare(a, b, name, out=out, SPLITS=4) for out in outs]
+    a, b = rng.matrix(30, 3000, dtype=dtype), rng.matrix(3000, 130, dtype=dtype)
+    outs = [cupy.zeros((30, 130), dtype=a.dtype) for _ in range(2)]
+    launches = [xgemm.prepare(a, b, name, c=out, beta=1.0, SPLITS=4) for out in outs]
     streams = [cupy.cuda.Stream(non_blocking=True) for _ in outs]
     for _ in range(20):
         for launch, stream in zip(launches, streams, strict=True):
             with stream:
                 launch()
-    for stream, out in zip(streams, outs, strict=True):
+    for stream in streams:
         stream.synchronize()
-        assert frobenius_error(out, expected) < TOLERANCE[dtype]
+    for out in outs:
+        assert frobenius_error(out, 20 * (f64(a) @ f64(b))) < TOLERANCE[dtype]
+    counters = {id(c): c for launch in launches for c in launch.plan.counters.values()}
+    assert len(counters) == 2 and all(int(c.max()) == 0 for c in counters.values())
 
 
 def test_splitk_refuses_a_huge_workspace():

@@ -21,13 +21,15 @@ TMA_PADDING_PAYS = 10**9
 
 
 def heuristic(m: int, n: int, k: int, dtype: str = "float32", cc: int = 90,
-              precision: str | None = None, sms: int = H100_SMS, batch: int = 1
-              ) -> tuple[str, dict[str, int]]:
+              precision: str | None = None, sms: int = H100_SMS, batch: int = 1,
+              a_row_major: bool = True) -> tuple[str, dict[str, int]]:
     """The variant ``auto`` uses for a shape nobody tuned, on a GPU of compute capability
     ``cc`` x 10 with ``sms`` multiprocessors, from the H100 measurements in bench/: for
-    16-bit products of at most 32 rows and K >= 4096 ``wgmma_rows`` on sm_90; for 16-bit
+    one 16-bit product of at most 32 rows, N >= 1024 and K >= 4096 ``wgmma_rows`` on sm_90
+    (``a_row_major``: A reaches the kernel row-major, in place or copied); for 16-bit
     outputs of 2^16 elements or more the tensor cores, ``wgmma`` on sm_90
-    (``wgmma_splitk`` where its tiles would fill at most half the SMs and K >= 4096; for
+    (``wgmma_splitk`` for at most 128 rows where its tiles would fill at most half the SMs
+    and K >= 4096; for
     operands TMA cannot read in place, with padded copies from ``TMA_PADDING_PAYS``,
     else the plan takes ``mma``), ``mma`` on sm_80 and
     newer; the same for float32 with ``precision="tf32"`` through ``wgmma_tf32`` or
@@ -61,7 +63,7 @@ def heuristic(m: int, n: int, k: int, dtype: str = "float32", cc: int = 90,
 
     rows = get_variant("wgmma_rows")
     if (dtype in rows.dtypes and rows.runs_on(cc) and precision is None and m <= 32
-            and n >= 1024 and k >= 4096 and batch == 1):
+            and n >= 1024 and k >= 4096 and batch == 1 and a_row_major):
         # few rows, one product: A's rows as the instruction's n, 64 columns a tile while
         # two blocks a tile fit in the SMs, K split in two, in four where that leaves under
         # a block per two SMs (evidence/wgmma_rows.txt, x cuBLAS against auto's pick before:
@@ -79,12 +81,13 @@ def heuristic(m: int, n: int, k: int, dtype: str = "float32", cc: int = 90,
         params = dict(wgmma.defaults)
         splitk = get_variant("wgmma_splitk")
         bm = 64 if m <= 64 else 128
-        if dtype in splitk.dtypes and 2 * tiles(bm, 64) <= sms and k >= 4096:
+        if dtype in splitk.dtypes and m <= 128 and 2 * tiles(bm, 64) <= sms and k >= 4096:
             # few tiles, long K: two blocks a tile, each half of K, so twice as many SMs
             # stream the operands (evidence/wgmma_splitk.txt, x cuBLAS against wgmma's:
             # 64 x 4096 x 4096 0.82 / 0.76, 128 x 4096 x 4096 on 128-row tiles 0.81 /
-            # 0.77, and for fewer rows, which wgmma_rows now takes, 16 x 4096 x 4096 0.85 /
-            # 0.79; with more tiles than half the SMs, 256 x 4096 x 4096, slower)
+            # 0.77, and for fewer rows, which wgmma_rows now takes, 16 x 4096 x 4096 0.84 /
+            # 0.79; with more tiles than half the SMs, 256 x 4096 x 4096, slower; few
+            # columns not measured)
             return splitk.name, {**splitk.defaults, "BM": bm, "CONSUMERS": bm // 64}
         if min(m, n) <= 64 and precision is None:  # a few rows (columns): one m64
             # warpgroup, narrow tiles, a deep ring (16 x 4096 x 4096: 0.027 ms against

@@ -396,7 +396,7 @@ register(Variant(
     adds="rung 13 with K split across blocks (rung 10's idea), for outputs of few tiles such"
          " as few rows: SPLITS blocks a tile, each warp's last adds the partials in order",
     defaults={"BM": 64, "BN": 64, "CONSUMERS": 1, "STAGES": 6, "GROUP": 8, "SPLITS": 2},
-    # SPLITS 3, 4 and 8 and 8 or 10 stages measured slower at 16 x 4096 x 4096 (evidence/
+    # SPLITS 3 and 4 measured slower at 16 x 4096 x 4096, 8 or 10 stages no faster (evidence/
     # wgmma_splitk.txt): the grid stays at SMS blocks, so more splits only walk more tiles
     space={"BM": [64, 128], "BN": [64, 128], "CONSUMERS": [1, 2], "STAGES": [4, 6],
            "GROUP": [8], "SPLITS": [2, 4]},

@@ -2,10 +2,10 @@
 
 A call with a plan (``xgemm.plan``) takes its arrays' pointers, makes what this call
 needs of its own (copies of operands the plan says to copy, the output, a staging array,
-split-K's partial sums and counters), encodes (or finds) the TMA tensor maps, packs the
-kernel's arguments and launches, on the stream of the caller's framework: CuPy's current
-stream for CuPy arrays, PyTorch's for PyTorch tensors. Nothing here synchronises with the
-GPU or copies between host and device.
+split-K's partial sums; its counters once per stream), encodes (or finds) the TMA tensor
+maps, packs the kernel's arguments and launches, on the stream of the caller's framework:
+CuPy's current stream for CuPy arrays, PyTorch's for PyTorch tensors. Nothing here
+synchronises with the GPU or copies between host and device.
 """
 
 from __future__ import annotations
@@ -301,16 +301,21 @@ def _run(plan: Any, a: Any, b: Any, target: Any, bias: Any, alpha: float, beta: 
 
 
 def _counters(plan: Any) -> Any:
-    """Split-K's arrival counters for the current stream: zeroed when first asked for, and
-    left at zero by every launch (the last block or warp of a tile resets its counter), so
-    calls queued on one stream share them with no memset each; launches on other streams,
-    which may overlap, get their own."""
+    """Split-K's arrival counters for this thread's current stream: zeroed when first asked
+    for, and left at zero by every launch (the last block or warp of a tile resets its
+    counter), so calls queued on one stream share them with no memset each. Kept per
+    stream and thread: launches on two streams may overlap, and CuPy's per-thread default
+    stream is one handle for as many streams as threads. While a CUDA graph is being
+    captured, zeroed per call, as the zeroing must be part of the graph."""
     import cupy
 
-    stream = cupy.cuda.get_current_stream().ptr
-    counters = plan.counters.get(stream)
+    stream = cupy.cuda.get_current_stream()
+    if stream.is_capturing():
+        return cupy.zeros(plan.arrivals, dtype=np.uint32)
+    key = (stream.ptr, threading.get_ident())
+    counters = plan.counters.get(key)
     if counters is None:
-        counters = plan.counters[stream] = cupy.zeros(plan.arrivals, dtype=np.uint32)
+        counters = plan.counters[key] = cupy.zeros(plan.arrivals, dtype=np.uint32)
     return counters
 
 

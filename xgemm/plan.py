@@ -216,7 +216,8 @@ class Plan:
     splits: int = 1
     partials: int = 0               # elements of split-K's workspace, and its counters
     arrivals: int = 0
-    # split-K's counters (``arrivals`` of them) per CUDA stream, zeroed once (xgemm.launch)
+    # split-K's counters (``arrivals`` of them) per CUDA stream and thread, zeroed once
+    # (xgemm.launch)
     counters: dict = field(default_factory=dict, repr=False)
     acc: type = np.float32          # the accumulators' type: alpha and beta are passed so
     acc_code: str = "f"             # ... and its C type, as ``struct`` writes it
@@ -484,7 +485,8 @@ def _choose(mats: tuple, layouts: list, shapes: Shapes, dtype: str, device: int,
 
     picks: list[Callable[[], tuple[str, dict]]] = [
         lambda: choose(m, n, k, dtype, device, precision, count),
-        lambda: heuristic(m, n, k, dtype, cc, precision, sms, count),
+        lambda: heuristic(m, n, k, dtype, cc, precision, sms, count,
+                          a_row_major=read[0] == "row" or copyable[0]),
         lambda: heuristic(m, n, k, dtype, min(cc, 89), precision, sms, count),  # no TMA
         lambda: heuristic(m, n, k, dtype, min(cc, 89), None, sms, count)]  # no TMA or TF32
     for pick in picks:

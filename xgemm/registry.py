@@ -197,7 +197,8 @@ class Variant:
     #: The arguments its kernel takes after the common ones (A, B, C, sizes, leading
     #: dimensions, batch strides, bias, alpha, beta), in order: "tensor_map_a",
     #: "tensor_map_b", "tensor_map_c" (128-byte TMA maps, by value), "partials" and
-    #: "arrivals" (split-K's workspace and its counters per tile of C, made per call).
+    #: "arrivals" (split-K's workspace, made per call, and its counters per tile of C,
+    #: zeroed once per stream: the kernel leaves them at zero).
     extra_args: tuple[str, ...] = ()
     #: Where ``auto`` first copies an operand into the layout this kernel reads fastest:
     #: per operand ("a", "b"), that layout and an expression over the parameters, M, N, K
