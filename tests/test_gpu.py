@@ -343,13 +343,13 @@ def test_wgmma_pads_only_rows_tma_cannot_read(rng):
 
 
 def test_auto_on_few_rows(rng):
-    """auto on sm_90 for few rows and long K: wgmma_rows (A's rows as wgmma's n), which
-    reads A row-major only, so a column-major A is copied first, and a 1-D A is one row;
-    a batched column-major A, which auto does not copy, goes to wgmma_splitk, read in
-    place; 64 rows go to wgmma_splitk as well. Each right."""
+    """auto on sm_90 for few rows and long K (N = 4096): wgmma_rows (A's rows as wgmma's
+    n), which reads A row-major only, so a column-major A is copied first, and a 1-D A is
+    one row; a batched column-major A, which auto does not copy, goes to wgmma_splitk,
+    read in place; 64 rows go to wgmma_splitk as well. Each right."""
     if xgemm.gpu.compute_capability(0) < 90:
         pytest.skip("wgmma needs sm_90")
-    b = rng.matrix(4096, 1024, dtype="float16")
+    b = rng.matrix(4096, 4096, dtype="float16")
     cases = [(rng.matrix(16, 4096, dtype="float16"), "wgmma_rows", ()),
              (rng.matrix(16, 4096, "F", "float16"), "wgmma_rows", ("a",)),
              (rng.array((4096,), "float16"), "wgmma_rows", ()),
