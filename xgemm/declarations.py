@@ -389,7 +389,19 @@ register(Variant(
     min_cc=80,
 ))
 
-# Rung 16: the Hopper ring (13) with rung 10's split of K, for outputs of few tiles.
+# Rungs 16 and 17: the Hopper ring with rung 10's split of K, for outputs of few tiles.
+# Each consumer warp counts its own fragment in (one counter a warp), and the grid shares
+# the SMs among the products and splits (grid z), one block per tile at most.
+HOPPER_SPLIT_K = dict(
+    **{**HOPPER, "grid": ("min(max(1, SMS // (BATCH * SPLITS)), cdiv(M, BM) * cdiv(N, BN))",
+                          "1")},
+    smem_bytes=RING_BYTES,
+    tma_boxes={"a": "BM", "b": "BN"},
+    extra_args=("tensor_map_a", "tensor_map_b", "partials", "arrivals"),
+    splits="SPLITS",
+    counters="4 * CONSUMERS",
+)
+
 register(Variant(
     name="wgmma_splitk",
     template="gemm/16_wgmma_splitk.cu.j2",
@@ -400,19 +412,14 @@ register(Variant(
     # wgmma_splitk.txt): the grid stays at SMS blocks, so more splits only walk more tiles
     space={"BM": [64, 128], "BN": [64, 128], "CONSUMERS": [1, 2], "STAGES": [4, 6],
            "GROUP": [8], "SPLITS": [2, 4]},
-    smem_bytes=RING_BYTES,
-    tma_boxes={"a": "BM", "b": "BN"},
-    extra_args=("tensor_map_a", "tensor_map_b", "partials", "arrivals"),
-    # with the partials' loops, 128 accumulators a consumer thread spill (128 x 128, one
-    # consumer)
-    **{**HOPPER, "constraints": [*HOPPER["constraints"], "BM // CONSUMERS * BN <= 64 * 128"],
-       # the SMs shared among the products and splits (grid z), one block per tile at most
-       "grid": ("min(max(1, SMS // (BATCH * SPLITS)), cdiv(M, BM) * cdiv(N, BN))", "1")},
-    splits="SPLITS",
-    counters="4 * CONSUMERS",  # one per consumer warp: each counts its own rows in
+    **{**HOPPER_SPLIT_K, "constraints": [
+        *HOPPER["constraints"],
+        # with the partials' loops, 128 accumulators a consumer thread spill (128 x 128,
+        # one consumer)
+        "BM // CONSUMERS * BN <= 64 * 128",
+    ]},
 ))
 
-# Rung 17: rung 16 with A's rows as the instruction's n, for products of few rows.
 register(Variant(
     name="wgmma_rows",
     template="gemm/17_wgmma_rows.cu.j2",
@@ -421,25 +428,13 @@ register(Variant(
     defaults={"BM": 16, "BN": 128, "CONSUMERS": 1, "STAGES": 8, "GROUP": 8, "SPLITS": 2},
     space={"BM": [16, 32], "BN": [64, 128], "CONSUMERS": [1, 2], "STAGES": [4, 8],
            "GROUP": [8], "SPLITS": [2, 4]},
-    constraints=[
+    **{**HOPPER_SPLIT_K, "constraints": [
         "STAGES >= 2",  # a consumer hands a slot back only once the next one is full
         "CONSUMERS <= 2 and BN <= 256",  # a TMA box has at most 256 rows
         # whole m64 column blocks per consumer warpgroup; n a multiple of 8, at most 256
         "BN % (64 * CONSUMERS) == 0 and BM % 8 == 0 and BM <= 256",
         "BN // CONSUMERS // 64 * BM // 2 <= 128",  # accumulators a consumer thread holds
-    ],
-    block=HOPPER["block"],
-    # the SMs shared among the products and splits (grid z), one block per tile at most
-    grid=("min(max(1, SMS // (BATCH * SPLITS)), cdiv(M, BM) * cdiv(N, BN))", "1"),
-    dynamic_smem=True,
-    min_cc=90,
-    target="sm_90a",
-    dtypes=("float16", "bfloat16"),
-    smem_bytes=RING_BYTES,
-    tma_boxes={"a": "BM", "b": "BN"},
-    extra_args=("tensor_map_a", "tensor_map_b", "partials", "arrivals"),
-    splits="SPLITS",
-    counters="4 * CONSUMERS",
+    ]},
     # A's rows are wgmma's B operand, with n = BM: read K-major only. A column-major A (M x K,
     # few rows: a small copy) is copied row-major first.
     a_layouts=("row",),

@@ -597,10 +597,9 @@ def _lay_out(a: cupy.ndarray, b: cupy.ndarray, v: Variant | None, params: dict[s
             f"{MAX_WORKSPACE_BYTES / 2**30:.0f} GiB): split-K is for small outputs; use "
             "fewer SPLITS, or a variant that does not split K ('pipelined', 'wgmma')"
         )
-    # split-K's counters: per BM x BN tile of C (a persistent grid has fewer blocks)
-    counters = (cdiv(shapes.m, p["BM"]) * cdiv(shapes.n, p["BN"]) * v.counters_of(p)
-                if splits > 1 else 0)
+    counters = 0  # split-K's, per product: per BM x BN tile of C (not per block)
     if splits > 1:
+        counters = cdiv(shapes.m, p["BM"]) * cdiv(shapes.n, p["BN"]) * v.counters_of(p)
         plan.partials = shapes.count * splits * shapes.m * shapes.n
         plan.arrivals = shapes.count * counters
     la, lb = plan_a.layout, plan_b.layout
