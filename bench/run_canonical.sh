@@ -9,7 +9,8 @@
 #                    square sizes with B a transposed view (NT: the layout they read)
 #   call_cost.json   xgemm bench --overhead --json: what a call costs besides its kernel
 #   suite_P.json     xgemm bench --suite P --json, for P in tf32 float64 float16 bfloat16
-#                    float32: auto against cuBLAS on the practitioner's cases
+#                    float32 float8 int8: auto against cuBLAS on the practitioner's cases
+#                    (8-bit: against cuBLASLt through torch._scaled_mm, torch._int_mm)
 #   float32.png float16.png bfloat16.png float64.png float32_roofline.png
 #                    TFLOP/s against size of each dtype's run, and float32's roofline
 #
@@ -26,7 +27,8 @@
 #                       no .git (otherwise `git rev-parse --short HEAD`, "-dirty" if edited)
 #   ONLY="float16 tf32" run only these parts (of float32 float16 bfloat16 float64 tf32
 #                       call_cost suite_tf32 suite_float64 suite_float16 suite_bfloat16
-#                       suite_float32), replacing only their files: to split a run that would
+#                       suite_float32 suite_float8 suite_int8), replacing only their
+#                       files: to split a run that would
 #                       outlast a time limit; the parts must then come from the same commit
 #
 # With $OUT set (a lent machine, whose $OUT comes back), the results are also packed into
@@ -48,7 +50,7 @@ echo "$name -> $DEST, commit $(python3 -c 'from xgemm.bench import source_commit
 python3 -c "import cupy; print('cupy', cupy.__version__, 'cuda', cupy.cuda.runtime.runtimeGetVersion())"
 
 parts=${ONLY:-float32 float16 bfloat16 float64 tf32 call_cost suite_tf32 suite_float64 \
-  suite_float16 suite_bfloat16 suite_float32}
+  suite_float16 suite_bfloat16 suite_float32 suite_float8 suite_int8}
 [ -z "${ONLY:-}" ] && rm -f "$DEST"/*.json "$DEST"/*.png
 status=0
 for part in $parts; do

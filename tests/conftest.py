@@ -179,6 +179,15 @@ def home_dtype(name: str) -> str:
     return "float32" if "float32" in dtypes else dtypes[0]
 
 
+def wide_variants() -> list[str]:
+    """The GEMM variants that multiply float32, float64, float16 or bfloat16: every rung but
+    the 8-bit one, whose inputs name their format and whose results have another dtype
+    (tests/test_eight_bit.py walks it)."""
+    import xgemm
+
+    return [name for name in xgemm.variants() if set(xgemm.get_variant(name).dtypes) & set(DTYPES)]
+
+
 def variant_dtypes(dtypes=DTYPES) -> list[tuple[str, str]]:
     """(variant, dtype) for every GEMM variant and each of ``dtypes`` it multiplies: what a
     test over variants and dtypes runs. A dtype a variant lacks is refused before any GPU

@@ -10,7 +10,15 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
-from conftest import TOLERANCE, cupy_dtype, f64, frobenius_error, home_dtype, tolerance
+from conftest import (
+    TOLERANCE,
+    cupy_dtype,
+    f64,
+    frobenius_error,
+    home_dtype,
+    tolerance,
+    wide_variants,
+)
 
 import xgemm
 from xgemm import bench, memory_bound
@@ -54,7 +62,7 @@ def test_one_device_names_each_gpu():
 
 @multigpu
 @pytest.mark.parametrize("where, current", PLACES, ids=PLACE_IDS)
-@pytest.mark.parametrize("name", [*xgemm.variants(), "auto"])
+@pytest.mark.parametrize("name", [*wide_variants(), "auto"])
 def test_every_variant_runs_where_its_operands_are(where, current, name):
     """Odd shapes (a TMA rung pads A's rows there, on the operands' GPU), every layout the
     variant reads; the result lies beside the operands, the current device is unchanged."""

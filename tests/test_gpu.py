@@ -17,6 +17,7 @@ from conftest import (
     relative_error,
     tma_copies,
     variant_dtypes,
+    wide_variants,
 )
 from conftest import TOLERANCE as BY_DTYPE
 from conftest import tolerance as tolerance_of
@@ -44,8 +45,8 @@ def _shape_id(shape) -> str:
     return "x".join(map(str, shape))
 
 
-CORNERS = [(n, p) for n in xgemm.variants() for p in xgemm.get_variant(n).corners(home_dtype(n))]
-POINTS = [(n, p) for n in xgemm.variants() for p in xgemm.get_variant(n).points(home_dtype(n))]
+CORNERS = [(n, p) for n in wide_variants() for p in xgemm.get_variant(n).corners(home_dtype(n))]
+POINTS = [(n, p) for n in wide_variants() for p in xgemm.get_variant(n).points(home_dtype(n))]
 
 
 def operands(rng, name, m, n, k, layout="NN", dtype=None):
@@ -95,7 +96,7 @@ def test_dtypes_and_layouts(rng, name, layout, dtype):
         check(rng, name, a, b)
 
 
-PERSISTENT = [(n, store) for n in xgemm.variants() if "CONSUMERS" in xgemm.get_variant(n).space
+PERSISTENT = [(n, store) for n in wide_variants() if "CONSUMERS" in xgemm.get_variant(n).space
               for store in ([{"TMA_STORE": 0}, {"TMA_STORE": 1}]
                             if "TMA_STORE" in xgemm.get_variant(n).space else [{}])]
 
@@ -116,7 +117,7 @@ def test_persistent_blocks_walk_many_tiles(rng, name, store, layout):
                 check(rng, name, a, b, BN=bn, STAGES=2, **store)
 
 
-STAGING = [n for n in xgemm.variants() if "TMA_STORE" in xgemm.get_variant(n).space]
+STAGING = [n for n in wide_variants() if "TMA_STORE" in xgemm.get_variant(n).space]
 
 
 @pytest.mark.parametrize("params", [{"BN": 128}, {"BM": 64, "BN": 128, "CONSUMERS": 1},
@@ -169,7 +170,7 @@ def test_c_leaves_through_tma(rng, name, params):
             assert frobenius_error(launch(), expected) < tol, f"seed {rng.seed}"
 
 
-@pytest.mark.parametrize("name", [*xgemm.variants(), "auto"])
+@pytest.mark.parametrize("name", [*wide_variants(), "auto"])
 def test_k_zero_gives_zeros(name):
     import cupy
 
@@ -182,7 +183,7 @@ def test_k_zero_gives_zeros(name):
     assert bool((c == 0).all())
 
 
-@pytest.mark.parametrize("name", [*xgemm.variants(), "auto"])
+@pytest.mark.parametrize("name", [*wide_variants(), "auto"])
 @pytest.mark.parametrize("m, n", [(0, 7), (5, 0), (0, 0)])
 def test_empty_output(rng, name, m, n):
     import cupy
@@ -193,7 +194,7 @@ def test_empty_output(rng, name, m, n):
     assert c.shape == (m, n) and c.dtype == dtype
 
 
-@pytest.mark.parametrize("name", xgemm.variants())
+@pytest.mark.parametrize("name", wide_variants())
 def test_without_out(rng, name):
     a, b = operands(rng, name, 129, 67, 93)
     c = xgemm.matmul(a, b, variant=name)
@@ -224,7 +225,7 @@ def _layouts(rng, m, n, k, b_col_only, dtype="float32", a_row_only=False):
         yield "row-major B", mat(m, k), mat(k, n), ()
 
 
-@pytest.mark.parametrize("name", xgemm.variants())
+@pytest.mark.parametrize("name", wide_variants())
 def test_any_layout_gives_the_right_answer(rng, name):
     v = xgemm.get_variant(name)
     dtype = home_dtype(name)
@@ -253,7 +254,7 @@ def test_layouts_read_in_place_are_not_copied(rng, monkeypatch):
         arrays[dtype] = ((a, a.T.copy().T), (w.T, b))
     monkeypatch.setattr(cupy, "ascontiguousarray", no_copy)
     monkeypatch.setattr(cupy, "asfortranarray", no_copy)
-    for name in xgemm.variants():
+    for name in wide_variants():
         v = xgemm.get_variant(name)
         dtype = home_dtype(name)
         xs, ys = arrays[dtype]

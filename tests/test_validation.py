@@ -91,8 +91,8 @@ def test_refused_shapes_like_numpy(a_shape, b_shape):
                                                  ("|b1", "bool", "boolean")])
 def test_integer_and_complex_point_to_cupy(typestr, name, hint):
     with pytest.raises(TypeError, match=rf"b has dtype {name}; xgemm multiplies float32, "
-                                        rf"float64, float16, bfloat16: for {hint} products "
-                                        r"use cupy.matmul"):
+                                        rf"float64, float16, bfloat16, and 8-bit operands .*; "
+                                        rf"for other {hint} products use cupy.matmul"):
         xgemm.matmul(f32(3, 3), FakeGpuArray((3, 3), typestr))
 
 

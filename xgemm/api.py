@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .checks import AUTO, check_scalar, parse_activation
+from .checks import AUTO, Scales, check_scalar, parse_activation, split_scales
 from .launch import run
 from .plan import PLANS, Plan, build, call_key
 from .registry import Spec, get_variant
@@ -27,19 +27,21 @@ __all__ = ["AUTO", "DEFAULT_VARIANT", "Launch", "gemm", "matmul", "prepare", "so
 
 def _planned(a: Any, b: Any, variant: str, target: Any, target_name: str, bias: Any,
              activation: str | None, precision: str | None, out_dtype: str | None,
-             alpha: float, beta: float, params: dict[str, int]) -> tuple[Plan, tuple]:
+             alpha: float, beta: float, params: dict[str, int], formats: Any = None,
+             scales: Scales | None = None) -> tuple[Plan, tuple]:
     """The plan of this call (one lookup), or a new one, checked and remembered; and the
-    call's arrays as a launch takes them."""
+    call's arrays as a launch takes them (a, b, target, bias, scale_a, scale_b)."""
     key = call_key(a, b, target, target_name, bias, variant, params, activation, precision,
-                   out_dtype, target_name == "c" and beta != 0.0)
+                   out_dtype, target_name == "c" and beta != 0.0, formats, scales)
     plan = PLANS.get(key) if key is not None else None
     if plan is not None:
-        return plan, (a, b, target, bias)
+        return plan, (a, b, target, bias, *((scales.a, scales.b) if scales else (None, None)))
     plan, arrays = build(a, b, variant, target, target_name, bias, activation, precision,
-                         out_dtype, alpha, beta, params)
+                         out_dtype, alpha, beta, params, formats, scales)
     if key is None:  # an array of neither framework, now converted to CuPy
+        converted = Scales(scales.factor, *arrays[4:]) if scales else None
         key = call_key(*arrays[:3], target_name, arrays[3], variant, params, activation,
-                       precision, out_dtype, plan.read_c)
+                       precision, out_dtype, plan.read_c, formats, converted)
     if key is not None:
         PLANS.put(key, plan)
     return plan, arrays
@@ -47,7 +49,8 @@ def _planned(a: Any, b: Any, variant: str, target: Any, target_name: str, bias: 
 
 def matmul(a: Any, b: Any, variant: str = DEFAULT_VARIANT, out: Any = None,
            *, bias: Any = None, activation: str | None = None, precision: str | None = None,
-           out_dtype: str | None = None, **params: int) -> Any:
+           out_dtype: str | None = None, scale_a: Any = None, scale_b: Any = None,
+           formats: Any = None, **params: int) -> Any:
     """``a @ b`` with numpy.matmul's semantics, computed by one of xgemm's kernels, with an
     optional fused epilogue: ``activation(a @ b + bias)``.
 
@@ -71,7 +74,21 @@ def matmul(a: Any, b: Any, variant: str = DEFAULT_VARIANT, out: Any = None,
             product into the K-major layout they read first, and the exact rungs for
             a batch that is not K-major). Naming a TF32 variant asks for it too.
         out_dtype: None (the inputs' dtype) or, for float16 and bfloat16 inputs,
-            "float32": the result (and ``bias``) in float32, the sums unrounded.
+            "float32": the result (and ``bias``) in float32, the sums unrounded. For
+            8-bit inputs (below): "bfloat16" (FP8's default), "float16", "float32", or
+            "int32" (int8's default: the exact sums, with no epilogue).
+        scale_a, scale_b: 8-bit inputs' quantisation scales, applied before ``bias`` and
+            ``activation``: ``(scale_a * scale_b) * (a @ b)`` with a number (folded into
+            the call's alpha), a float32 GPU scalar, or a float32 GPU vector, one per row
+            of a (shape (M,) or (M, 1)) or per column of b ((N,) or (1, N)), shared by a
+            batch.
+        formats: what 8-bit bytes hold, where the array's dtype does not say: for CuPy
+            uint8 arrays of FP8 values, "float8_e4m3fn" or "float8_e5m2", or a pair (a's,
+            b's; e4m3 and e5m2 mix). PyTorch float8 tensors (``torch.float8_e4m3fn``,
+            ``torch.float8_e5m2``) and int8 arrays need none. 8-bit products run on
+            ``wgmma_8bit`` (an H100, sm_90), which reads a row-major and b column-major
+            (``w.T`` of a weight ``w`` stored N x K) in place; other layouts are copied
+            first (``prepare(...).copies``).
         **params: the variant's tile parameters (``tile=16``, ``BM=64``...); those left
             out take the variant's defaults.
 
@@ -114,14 +131,21 @@ def matmul(a: Any, b: Any, variant: str = DEFAULT_VARIANT, out: Any = None,
         >>> bool(cp.allclose(y, cp.maximum(a @ w.T + bias, 0), rtol=1e-4, atol=1e-4))
         True
     """
-    plan, (a, b, out, bias) = _planned(a, b, variant, out, "out", bias, activation,
-                                       precision, out_dtype, 1.0, 0.0, params)
-    return run(plan, a, b, out, bias, 1.0, 0.0)
+    if scale_a is None and scale_b is None and formats is None:  # the common case
+        plan, (a, b, out, bias, _, _) = _planned(a, b, variant, out, "out", bias, activation,
+                                                 precision, out_dtype, 1.0, 0.0, params)
+        return run(plan, a, b, out, bias, 1.0, 0.0)
+    scales = split_scales(scale_a, scale_b)
+    plan, (a, b, out, bias, sa, sb) = _planned(a, b, variant, out, "out", bias, activation,
+                                               precision, out_dtype, 1.0, 0.0, params, formats,
+                                               scales)
+    return run(plan, a, b, out, bias, scales.factor, 0.0, sa, sb)
 
 
 def gemm(a: Any, b: Any, c: Any, alpha: float = 1.0, beta: float = 0.0, *,
          variant: str = DEFAULT_VARIANT, bias: Any = None, activation: str | None = None,
-         precision: str | None = None, **params: int) -> Any:
+         precision: str | None = None, scale_a: Any = None, scale_b: Any = None,
+         formats: Any = None, **params: int) -> Any:
     """BLAS GEMM in place: ``c = activation(alpha * a @ b + beta * c + bias)``; the other
     arguments as for :func:`matmul`.
 
@@ -144,9 +168,11 @@ def gemm(a: Any, b: Any, c: Any, alpha: float = 1.0, beta: float = 0.0, *,
         raise TypeError("gemm needs c, the array it updates in place; for a new array use "
                         "xgemm.matmul")
     alpha, beta = check_scalar("alpha", alpha), check_scalar("beta", beta)
-    plan, (a, b, c, bias) = _planned(a, b, variant, c, "c", bias, activation, precision,
-                                     None, alpha, beta, params)
-    return run(plan, a, b, c, bias, alpha, beta)
+    scales = split_scales(scale_a, scale_b)
+    plan, (a, b, c, bias, sa, sb) = _planned(a, b, variant, c, "c", bias, activation,
+                                             precision, None, alpha, beta, params, formats,
+                                             scales)
+    return run(plan, a, b, c, bias, alpha * scales.factor, beta, sa, sb)
 
 
 class Launch:
@@ -163,7 +189,7 @@ class Launch:
 
     def __init__(self, plan: Plan, arrays: tuple, alpha: float, beta: float) -> None:
         self.plan = plan
-        self.a, self.b, self.target, self.bias = arrays
+        self.a, self.b, self.target, self.bias, self.scale_a, self.scale_b = arrays
         self.alpha, self.beta = alpha, beta
 
     variant = property(lambda self: self.plan.variant, doc="The variant that runs.")
@@ -199,13 +225,15 @@ class Launch:
         return self.plan.kernel()
 
     def __call__(self) -> Any:
-        return run(self.plan, self.a, self.b, self.target, self.bias, self.alpha, self.beta)
+        return run(self.plan, self.a, self.b, self.target, self.bias, self.alpha, self.beta,
+                   self.scale_a, self.scale_b)
 
 
 def prepare(a: Any, b: Any, variant: str = DEFAULT_VARIANT, out: Any = None,
             *, c: Any = None, alpha: float = 1.0, beta: float = 0.0,
             bias: Any = None, activation: str | None = None, precision: str | None = None,
-            out_dtype: str | None = None, **params: int) -> Launch:
+            out_dtype: str | None = None, scale_a: Any = None, scale_b: Any = None,
+            formats: Any = None, **params: int) -> Launch:
     """Check the operands and parameters and plan the launch, without running it.
 
     ``matmul(a, b, ...)`` is ``prepare(a, b, ...)()`` and ``gemm(a, b, c, ...)`` is
@@ -220,16 +248,19 @@ def prepare(a: Any, b: Any, variant: str = DEFAULT_VARIANT, out: Any = None,
         raise ValueError("give out= (matmul) or c= (gemm), not both")
     alpha, beta = check_scalar("alpha", alpha), check_scalar("beta", beta)
     target, name = (c, "c") if c is not None else (out, "out")
+    scales = split_scales(scale_a, scale_b)
     plan, arrays = _planned(a, b, variant, target, name, bias, activation, precision,
-                            out_dtype, alpha, beta, params)
-    return Launch(plan, arrays, alpha, beta)
+                            out_dtype, alpha, beta, params, formats, scales)
+    return Launch(plan, arrays, alpha * scales.factor, beta)
 
 
 def source(variant: str, dtype: str = "float32", *, a_col: bool = False, b_col: bool | None = None,
            bias: bool = False, activation: str = "none", read_c: bool = False,
-           out_dtype: str | None = None, **params: int | bool) -> str:
+           out_dtype: str | None = None, b_dtype: str | None = None, scale_a: str = "none",
+           scale_b: str = "none", **params: int | bool) -> str:
     """The CUDA C that ``variant`` compiles for ``params`` (defaults for the rest) and a
-    specialisation: dtype, operand layouts, epilogue, output dtype.
+    specialisation: dtype, operand layouts, epilogue, output dtype; for 8-bit inputs also
+    B's dtype where it differs and how the scales apply ("none", "tensor", "vector").
 
     Boolean flags such as ``aligned`` of ``vectorized`` default to True; ``b_col``
     defaults to the first layout the variant reads.
@@ -247,5 +278,5 @@ def source(variant: str, dtype: str = "float32", *, a_col: bool = False, b_col: 
     if b_col is None:
         b_col = v.b_layouts[0] == "col"
     spec = Spec(dtype, a_col, b_col, bias, parse_activation(activation), read_c, flags,
-                out_dtype)
+                out_dtype, b_dtype, scale_a, scale_b)
     return v.source(v.resolve(params, dtype), spec)

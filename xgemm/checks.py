@@ -14,7 +14,15 @@ from typing import Any
 
 import numpy as np
 
-from .registry import ACTIVATIONS, DTYPES, NARROW, WIDE_OUTPUT
+from .registry import (
+    ACTIVATIONS,
+    EIGHT_BIT,
+    EIGHT_BIT_OUTPUTS,
+    NARROW,
+    WIDE_DTYPES,
+    WIDE_OUTPUT,
+    default_output,
+)
 
 #: What ``variant=`` takes to let xgemm choose: tuned where ``xgemm tune`` ran, else a rule.
 AUTO = "auto"
@@ -66,7 +74,8 @@ def meta(x: Any, name: str) -> Meta | None:
     module = type(x).__module__.split(".")[0]
     if module == "cupy":
         return Meta(tuple(x.shape), np.dtype(x.dtype))
-    if hasattr(x, "__cuda_array_interface__") and not hasattr(x, "__dlpack__"):
+    if not hasattr(x, "__dlpack__") and hasattr(x, "__cuda_array_interface__"):
+        # (PyTorch's float8 tensors raise on asking for the CUDA array interface)
         cai = x.__cuda_array_interface__
         return Meta(tuple(cai["shape"]), np.dtype(cai["typestr"]))
     if hasattr(x, "__dlpack__"):
@@ -107,15 +116,17 @@ def check_dtypes(a: np.dtype, b: np.dtype) -> str:
     'float16'
     """
     found = _names.get(a) or _names.setdefault(a, a.name)
-    if a == b and found in DTYPES:
+    if a == b and found in WIDE_DTYPES:
         return found
     for name, dt in (("a", a), ("b", b)):
-        if dt.name not in DTYPES:
+        if dt.name not in WIDE_DTYPES:
             kind = {"i": "integer", "u": "integer", "b": "boolean", "c": "complex"}.get(dt.kind)
             raise TypeError(
-                f"{name} has dtype {dt.name}; xgemm multiplies {', '.join(DTYPES)}"
-                + (f": for {kind} products use cupy.matmul" if kind else "")
-                + f", or convert with {name}.astype('float32')"
+                f"{name} has dtype {dt.name}; xgemm multiplies {', '.join(WIDE_DTYPES)}, "
+                "and 8-bit operands (int8, or FP8: PyTorch's float8 tensors, or uint8 arrays "
+                "with formats= naming the format)"
+                + (f"; for other {kind} products use cupy.matmul" if kind else "")
+                + f"; or convert with {name}.astype('float32')"
             )
     if a != b:
         raise TypeError(
@@ -187,14 +198,74 @@ def matmul_shapes(a: tuple[int, ...], b: tuple[int, ...]) -> Shapes:
     return Shapes(batch, m, n, k, out, a_vector, b_vector)
 
 
-def check_operands(a: Meta, b: Meta, v: Any, params: dict) -> tuple[str, Shapes]:
-    """The product's dtype and shapes; with a variant ``v`` (None for auto), also its dtype
-    and ``params`` against its declaration."""
-    dtype = check_dtypes(a.dtype, b.dtype)
+#: The FP8 formats ``formats=`` may name (PyTorch's and ml_dtypes' names).
+FP8_FORMATS = tuple(f for f in EIGHT_BIT if f != "int8")
+
+
+def input_dtypes(a: np.dtype, b: np.dtype, formats: Any = None) -> tuple[str, str | None]:
+    """A's dtype and B's where it differs (FP8 may mix e4m3 and e5m2), as xgemm names them.
+
+    8-bit operands come as int8 arrays, or as bytes holding FP8 values: uint8 arrays whose
+    format ``formats`` names, one name for both or a pair (a's, b's). PyTorch's float8
+    tensors arrive here as uint8 views with ``formats`` taken from their dtype.
+
+    >>> input_dtypes(np.dtype("uint8"), np.dtype("uint8"), ("float8_e4m3fn", "float8_e5m2"))
+    ('float8_e4m3fn', 'float8_e5m2')
+    >>> input_dtypes(np.dtype("float16"), np.dtype("float16"))
+    ('float16', None)
+    """
+    if formats is None and a.kind == "f" and b.kind == "f":  # the common case
+        return check_dtypes(a, b), None
+    if isinstance(formats, str) or formats is None:
+        formats = (formats, formats)
+    elif not (isinstance(formats, (tuple, list)) and len(formats) == 2):
+        raise TypeError(f"formats must be a format's name or a pair of them (a's, b's), got "
+                        f"{formats!r}")
+    found = []
+    for name, dt, fmt in (("a", a, formats[0]), ("b", b, formats[1])):
+        if fmt is not None and fmt not in EIGHT_BIT:
+            raise ValueError(f"unknown format {fmt!r} for {name}: one of "
+                             f"{', '.join(EIGHT_BIT)}")
+        if dt.name == "uint8":
+            if fmt not in FP8_FORMATS:
+                raise TypeError(
+                    f"{name} is a uint8 array: name the FP8 format its bytes hold, "
+                    f"formats='float8_e4m3fn' or 'float8_e5m2' (or a pair, a's and b's); "
+                    "int8 values come as an int8 array")
+            found.append(fmt)
+        elif dt.name == "int8":
+            if fmt not in (None, "int8"):
+                raise TypeError(f"{name} is an int8 array, not {fmt}: FP8 values come as "
+                                "uint8 arrays (or PyTorch float8 tensors)")
+            found.append("int8")
+        elif fmt is not None:
+            raise TypeError(f"formats= names the format of 8-bit operands; {name} has dtype "
+                            f"{dt.name}")
+        else:
+            found.append(None)
+    if None in found:
+        if found == [None, None]:
+            return check_dtypes(a, b), None
+        wide = "a" if found[0] is None else "b"
+        raise TypeError(
+            f"a is {found[0] or a.name} and b is {found[1] or b.name}: xgemm does not mix 8-bit "
+            f"and wider operands (that would need a hidden conversion): quantise {wide} too, "
+            "or convert the other one")
+    if ("int8" in found) != (found == ["int8", "int8"]):
+        raise TypeError(f"a is {found[0]} and b is {found[1]}: FP8 formats mix with each "
+                        "other only, int8 with int8")
+    return found[0], found[1] if found[1] != found[0] else None
+
+
+def check_operands(a: Meta, b: Meta, v: Any, params: dict, formats: Any = None
+                   ) -> tuple[str, str | None, Shapes]:
+    """The product's dtype (A's; and B's where it differs) and shapes; with a variant ``v``
+    (None for auto), also its dtype and ``params`` against its declaration."""
+    dtype, b_dtype = input_dtypes(a.dtype, b.dtype, formats)
     if v is not None:
         v.check_dtype(dtype)
         v.resolve(params, dtype)
-    return dtype, matmul_shapes(a.shape, b.shape)
+    return dtype, b_dtype, matmul_shapes(a.shape, b.shape)
 
 
 def _collapse(shape: tuple[int, ...], strides: tuple[int, ...]) -> int | None:
@@ -294,6 +365,15 @@ def output_dtype(dtype: str, out_dtype: str | None, target: Any, name: str) -> s
     """
     wide = dtype in NARROW
     have = dtype_name(getattr(target, "dtype", None))
+    if dtype in EIGHT_BIT:
+        allowed = EIGHT_BIT_OUTPUTS[dtype]
+        wanted = out_dtype or have or default_output(dtype)
+        if wanted not in allowed:
+            given = f"out_dtype={out_dtype!r}" if out_dtype else f"{name} has dtype {wanted}"
+            raise ValueError(f"{given}: a {dtype} product is stored as {' or '.join(allowed)}")
+        if have is not None and have != wanted:
+            raise TypeError(f"{name} has dtype {have} but out_dtype is {out_dtype!r}")
+        return wanted
     if out_dtype is not None:
         if out_dtype not in (dtype, WIDE_OUTPUT if wide else dtype):
             raise ValueError(
@@ -351,3 +431,55 @@ def check_precision(precision: str | None) -> None:
     if precision not in PRECISIONS:
         raise ValueError(f"unknown precision {precision!r}: None (exact arithmetic) or 'tf32' "
                          "(float32 inputs may run on the tensor cores as TF32)")
+
+
+@dataclass(frozen=True)
+class Scales:
+    """An 8-bit product's quantisation scales as a call gives them: a number (folded into
+    alpha), a GPU scalar (one scale for the operand) or a GPU vector (one per row of A,
+    per column of B)."""
+
+    factor: float          # the numbers' product: alpha is multiplied by it
+    a: Any                 # GPU arrays, or None
+    b: Any
+
+
+def split_scales(scale_a: Any, scale_b: Any) -> Scales:
+    """``scale_a`` and ``scale_b`` sorted into host numbers and GPU arrays (checked later,
+    against the product, by the plan).
+
+    >>> split_scales(0.5, None).factor
+    0.5
+    """
+    factor, arrays = 1.0, []
+    for name, scale in (("scale_a", scale_a), ("scale_b", scale_b)):
+        if scale is None or isinstance(scale, (int, float, np.integer, np.floating)) and (
+                not isinstance(scale, bool)):
+            factor *= 1.0 if scale is None else float(scale)
+            arrays.append(None)
+        else:
+            meta(scale, name)  # a host array or something else: TypeError
+            arrays.append(scale)
+    return Scales(factor, *arrays)
+
+
+def scaling(name: str, found: Meta, rows: int) -> str:
+    """How a GPU scale of shape ``found.shape`` applies: "tensor" (one value) or "vector"
+    (``rows`` values: A's rows for scale_a, B's columns for scale_b); float32 only.
+
+    >>> f32 = np.dtype("float32")
+    >>> scaling("scale_a", Meta((), f32), 7), scaling("scale_b", Meta((1, 7), f32), 7)
+    ('tensor', 'vector')
+    """
+    if dtype_name(found.dtype) != "float32":
+        raise TypeError(f"{name} has dtype {dtype_name(found.dtype)}; scales are float32: "
+                        f"convert with {name}.astype('float32')")
+    size = math.prod(found.shape)
+    if size == 1 and len(found.shape) <= 2:
+        return "tensor"
+    vector = (rows, 1) if name == "scale_a" else (1, rows)
+    if found.shape in ((rows,), vector):
+        return "vector"
+    what = "row of A" if name == "scale_a" else "column of B"
+    raise ValueError(f"{name} has shape {found.shape}: it must hold one scale, or one per "
+                     f"{what}: shape ({rows},) or {vector}")

@@ -34,6 +34,7 @@ def heuristic(m: int, n: int, k: int, dtype: str = "float32", cc: int = 90,
     else the plan takes ``mma``), ``mma`` on sm_80 and
     newer; the same for float32 with ``precision="tf32"`` through ``wgmma_tf32`` or
     ``mma_tf32``, and for float64 through ``dmma`` (the FP64 tensor cores) from sm_80;
+    8-bit inputs (FP8, int8) ``wgmma_8bit``, the one rung that takes them;
     splitk for float32 outputs of few tiles with K >= 4096; for
     outputs of a million elements or more the fastest large-tile rung for the dtype
     (``pipelined`` for float32, ``vectorized`` for the others), for mid-sized ones
@@ -61,6 +62,13 @@ def heuristic(m: int, n: int, k: int, dtype: str = "float32", cc: int = 90,
     def tiles(bm: int, bn: int) -> int:  # of the whole batch
         return cdiv(m, bm) * cdiv(n, bn) * batch
 
+    eight_bit = get_variant("wgmma_8bit")
+    if dtype in eight_bit.dtypes:  # the one rung for 8-bit operands (a GPU it does not run
+        # on is refused by the plan); 128 x 256 tiles, 128 x 128 where those leave SMs idle
+        params = dict(eight_bit.defaults)
+        if tiles(params["BM"], params["BN"]) < sms:
+            params.update(BN=128)
+        return eight_bit.name, params
     rows = get_variant("wgmma_rows")
     if (dtype in rows.dtypes and rows.runs_on(cc) and precision is None and m <= 32
             and n >= 1024 and k >= 4096 and batch == 1 and a_row_major):

@@ -441,6 +441,28 @@ register(Variant(
     transpose_first={"a": ("row", "True")},
 ))
 
+# Rung 18: rung 14 on 8-bit operands (issue 20). Both operands K-major, C staged for TMA as
+# 16-bit values (bfloat16 or float16; float32 and int32 C leave from registers), the
+# quantisation scales in the epilogue.
+register(Variant(
+    name="wgmma_8bit",
+    adds="rung 14 on FP8 (e4m3, e5m2) or int8 operands: 32 values a 32-byte step, twice the"
+         " 16-bit rate; both K-major; per-tensor, per-row and per-column scales in the epilogue",
+    **{**WGMMA,
+       "template": "gemm/18_wgmma_8bit.cu.j2",
+       "defaults": {"BM": 128, "BN": 256, "CONSUMERS": 2, "STAGES": 3, "GROUP": 8,
+                    "TMA_STORE": 1, "SPREAD": 0},
+       "space": {"BM": [128, 256], "BN": [128, 256], "CONSUMERS": [2], "STAGES": [3, 4],
+                 "GROUP": [8], "TMA_STORE": [0, 1], "SPREAD": [0]},
+       # C staged as 16-bit values, whatever BYTES (1) says
+       "smem_bytes": RING_BYTES + " + TMA_STORE * BM * BN * 2",
+       "extra_args": ("tensor_map_a", "tensor_map_b", "tensor_map_c", "scale_a", "scale_b"),
+       "dtypes": ("int8", "float8_e4m3fn", "float8_e5m2")},
+    c_bytes=2,
+    a_layouts=("row",),
+    b_layouts=("col",),
+))
+
 # -- The memory-bound families (xgemm.memory_bound): the lectures' other shared-memory kernels. --
 # Their yardstick is the device's copy bandwidth. Expressions use M and N for the rows and
 # columns of the input (a 1-D input of reverse: N; sum: N elements in each of M segments).

@@ -57,6 +57,10 @@ def to_cupy(x: Any) -> cupy.ndarray:
     if hasattr(x, "__dlpack__"):
         if getattr(x, "requires_grad", False):
             x = x.detach()  # xgemm does not record gradients: the values are the same
+        if framework(type(x)) == "torch" and x.is_floating_point() and x.element_size() == 1:
+            import torch  # float8: CuPy has no such dtype, so its bytes (the plan knows
+            #               the format from the tensor's dtype)
+            x = x.view(torch.uint8)
         return cupy.from_dlpack(x)
     return cupy.asarray(x)  # __cuda_array_interface__: a view, no copy
 
@@ -109,12 +113,13 @@ def torch_stream(device: int):
 
 # -- operands made ready for a kernel ---------------------------------------------------
 def ready_operand(x: cupy.ndarray, full_shape: tuple[int, ...], layouts: tuple[str, ...],
-                  name: str, variant: str) -> tuple[cupy.ndarray, Layout, bool]:
+                  name: str, variant: str, relayout: bool = False
+                  ) -> tuple[cupy.ndarray, Layout, bool]:
     """``x`` (at least 2-D) broadcast to ``full_shape`` (*batch, rows, cols), the layout
     the kernel reads it in, and whether it had to be copied. When its strides leave no
     unit stride in the last two dimensions it is copied, once; when no single stride
-    walks its batch, the broadcast batch is. ValueError where it has a layout the variant
-    does not read."""
+    walks its batch, the broadcast batch is. Where it has a layout the variant does not
+    read: copied into one it does with ``relayout`` (8-bit operands), else ValueError."""
     import cupy
 
     full = x if x.shape == full_shape else cupy.broadcast_to(x, full_shape)
@@ -122,7 +127,7 @@ def ready_operand(x: cupy.ndarray, full_shape: tuple[int, ...], layouts: tuple[s
     if found is not None:
         return full, found, False
     readable = layout_of(full.shape, full.strides, full.itemsize)
-    if readable is not None:
+    if readable is not None and not relayout:
         have = "column" if readable.col else "row"
         raise ValueError(
             f"variant {variant!r} reads {name} {' or '.join(layouts)}-major only, and {name} is "
@@ -272,32 +277,35 @@ def empty_map() -> Any:
 _current_device: Callable[[], int] | None = None
 
 
-def run(plan: Any, a: Any, b: Any, target: Any, bias: Any, alpha: float, beta: float) -> Any:
+def run(plan: Any, a: Any, b: Any, target: Any, bias: Any, alpha: float, beta: float,
+        scale_a: Any = None, scale_b: Any = None) -> Any:
     """Launch ``plan`` on this call's arrays (CuPy arrays or PyTorch tensors of the plan's
-    signature) with ``alpha`` and ``beta``; returns the result (``target`` when given).
-    Runs on the plan's GPU, whichever is current, and on the current stream of the
-    framework the plan was made for."""
+    signature) with ``alpha`` and ``beta`` (and an 8-bit product's GPU scales); returns the
+    result (``target`` when given). Runs on the plan's GPU, whichever is current, and on
+    the current stream of the framework the plan was made for."""
     global _current_device
     if _current_device is None:
         import cupy
 
         _current_device = cupy.cuda.runtime.getDevice
+    scales = (scale_a, scale_b)
     if _current_device() == plan.device:
-        return _run(plan, a, b, target, bias, alpha, beta)
+        return _run(plan, a, b, target, bias, alpha, beta, scales)
     import cupy
 
     with cupy.cuda.Device(plan.device):
-        return _run(plan, a, b, target, bias, alpha, beta)
+        return _run(plan, a, b, target, bias, alpha, beta, scales)
 
 
-def _run(plan: Any, a: Any, b: Any, target: Any, bias: Any, alpha: float, beta: float) -> Any:
+def _run(plan: Any, a: Any, b: Any, target: Any, bias: Any, alpha: float, beta: float,
+         scales: tuple) -> Any:
     if plan.framework != "torch":
-        return _launch(plan, a, b, target, bias, alpha, beta, None)
+        return _launch(plan, a, b, target, bias, alpha, beta, None, scales)
     stream = torch_stream(plan.device)
     if plan.per_call_cupy:
         with stream:  # CuPy's copies and workspaces on PyTorch's stream
-            return _launch(plan, a, b, target, bias, alpha, beta, stream)
-    return _launch(plan, a, b, target, bias, alpha, beta, stream)
+            return _launch(plan, a, b, target, bias, alpha, beta, stream, scales)
+    return _launch(plan, a, b, target, bias, alpha, beta, stream, scales)
 
 
 def _counters(plan: Any) -> Any:
@@ -320,7 +328,7 @@ def _counters(plan: Any) -> Any:
 
 
 def _launch(plan: Any, a: Any, b: Any, target: Any, bias: Any, alpha: float, beta: float,
-            stream: Any) -> Any:
+            stream: Any, scales: tuple) -> Any:
     import cupy
 
     keep = []  # this call's own arrays, alive until their kernels are queued
@@ -369,6 +377,8 @@ def _launch(plan: Any, a: Any, b: Any, target: Any, bias: Any, alpha: float, bet
         arrivals = _counters(plan)
         keep += (partials, arrivals)
         ptrs += (partials.data.ptr, arrivals.data.ptr)
+    if plan.scaled:  # an 8-bit product's scales (null: none), after split-K's two places
+        ptrs += (0, 0)[:5 - len(ptrs)] + tuple(0 if x is None else pointer(x) for x in scales)
     # The arguments of the last call that had these addresses and scalars are these too:
     # a loop over the same arrays (and the outputs the memory pool hands back) builds
     # them once.
@@ -433,7 +443,7 @@ def _copy_pointer(prep: Any, x: Any, keep: list, stream: Any) -> int:
                    0, stream)
         return copy.data.ptr
     full, layout, _ = ready_operand(prep.matrices(to_cupy(x)), prep.full_shape, prep.layouts,
-                                    prep.name, prep.variant)
+                                    prep.name, prep.variant, prep.relayout)
     if prep.padded:
         full, layout = tma_padded(full, layout)
     keep.append(full)

@@ -28,6 +28,7 @@ from .checks import (
     AUTO,
     Layout,
     Meta,
+    Scales,
     Shapes,
     check_operands,
     check_precision,
@@ -40,6 +41,7 @@ from .checks import (
     output_dtype,
     overlaps,
     parse_activation,
+    scaling,
 )
 from .choice import TMA_PADDING_PAYS, choose, heuristic
 from .compile import get_kernel
@@ -55,6 +57,7 @@ from .launch import (
 )
 from .registry import (
     DTYPES,
+    EIGHT_BIT,
     FAMILY_DEFAULTS,
     MAX_GRID,
     NARROW,
@@ -62,6 +65,8 @@ from .registry import (
     Spec,
     Variant,
     cdiv,
+    check_eight_bit_spec,
+    default_output,
     get_variant,
     numpy_dtype,
     variants,
@@ -99,6 +104,11 @@ def check_arch(v: Variant, dtype: str, device: int) -> None:
     if not v.runs_on(cc):
         able = [name for name in variants() if dtype in get_variant(name).dtypes
                 and get_variant(name).runs_on(cc)]
+        if not able:
+            raise ValueError(
+                f"no xgemm variant multiplies {dtype} on GPU {device} (compute capability "
+                f"{cc / 10:.1f}): {dtype} products run on {v.name!r}, built for {v.target} "
+                "(Hopper) only in this version")
         needs = (f"compute capability {v.min_cc / 10:.1f}" + (
             f" exactly (it is built for {v.target})" if v.target and v.target.endswith("a")
             else " or newer"))
@@ -176,6 +186,7 @@ class OperandPlan:
     copied: bool
     padded: bool
     transpose: Transpose | None = None  # how a call copies it into its fast layout (auto)
+    relayout: bool = False          # a layout the variant does not read is copied, not refused
 
     def matrices(self, x: cupy.ndarray) -> cupy.ndarray:
         """A 1-D operand with its dimension back: a (1, K) row, or a (K, 1) column."""
@@ -189,7 +200,8 @@ class Chunk:
     grid: tuple[int, ...]
     offsets: tuple[int, int, int]   # bytes into A, B and C of product ``first``
     extra: tuple[tuple[int, int, tuple | None], ...]  # per extra argument: its source
-    # (0 A, 1 B, 2 C, 3 partials, 4 arrivals; -1 an empty map), byte offset, map geometry
+    # (0 A, 1 B, 2 C, 3 partials, 4 arrivals, 5 scale_a, 6 scale_b; -1 an empty map), byte
+    # offset, map geometry
 
 
 @dataclass
@@ -226,6 +238,7 @@ class Plan:
     torch_c_dtype: Any = None       # ... and PyTorch's, for a PyTorch result
     torch_device: Any = None        # the plan's GPU as PyTorch names it
     reshape: bool = False           # the result drops a 1-D operand's dimension
+    scaled: bool = False            # its kernel takes scale_a and scale_b (8-bit)
     _function: Any = field(default=None, repr=False)
     # The last call's addresses and scalars, and its launches' arguments: a call with the
     # same ones reuses them (``xgemm.launch``). Replaced whole, so threads may share it.
@@ -333,12 +346,20 @@ def _span(x: Any) -> tuple[int, int]:
 
 def call_key(a: Any, b: Any, target: Any, target_name: str, bias: Any, variant: str,
              params: dict[str, int], activation: str | None, precision: str | None,
-             out_dtype: str | None, read_c: bool) -> tuple | None:
+             out_dtype: str | None, read_c: bool, formats: Any = None,
+             scales: Scales | None = None) -> tuple | None:
     """The signature of a call, or None if an array is of neither CuPy nor PyTorch."""
     key = (array_key(a), array_key(b), variant,
            tuple(sorted(params.items())) if params else (), activation, precision, out_dtype)
     if key[0] is None or key[1] is None:
         return None
+    if formats is not None or scales is not None:  # 8-bit products
+        scale_keys = tuple(None if x is None else array_key(x)
+                           for x in ((scales.a, scales.b) if scales else (None, None)))
+        if any(x is not None and k is None for x, k in zip(
+                (scales.a, scales.b) if scales else (None, None), scale_keys, strict=True)):
+            return None
+        key += (tuple(formats) if isinstance(formats, list) else formats, scale_keys)
     if target is not None:
         target_key = array_key(target)
         if target_key is None:
@@ -358,10 +379,11 @@ def call_key(a: Any, b: Any, target: Any, target_name: str, bias: Any, variant: 
 # -- building a plan ---------------------------------------------------------------------
 def build(a: Any, b: Any, variant: str, target: Any, target_name: str, bias: Any,
           activation: str | None, precision: str | None, out_dtype: str | None,
-          alpha: Any, beta: Any, params: dict[str, int]) -> tuple[Plan, tuple]:
+          alpha: Any, beta: Any, params: dict[str, int], formats: Any = None,
+          scales: Scales | None = None) -> tuple[Plan, tuple]:
     """Check a call completely and plan it; returns the plan and the call's arrays as a
-    launch takes them (CuPy arrays or PyTorch tensors). Every error is raised here,
-    before anything is compiled or launched."""
+    launch takes them (CuPy arrays or PyTorch tensors; the GPU scales last). Every error
+    is raised here, before anything is compiled or launched."""
     if variant == AUTO:
         if params:
             raise ValueError(
@@ -373,21 +395,36 @@ def build(a: Any, b: Any, variant: str, target: Any, target_name: str, bias: Any
         v = get_variant(variant)
     act = parse_activation(activation)
     check_precision(precision)
-    check_scalar("alpha", alpha)
+    alpha = check_scalar("alpha", alpha)
     beta = check_scalar("beta", beta)
 
     metas = (meta(a, "a"), meta(b, "b"))
     # Checked before any conversion where the arrays say what they are without one
     # (DLPack objects such as PyTorch tensors: after it)
-    checked = check_operands(*metas, v, params) if None not in metas else None
+    checked = check_operands(*metas, v, params, formats) if None not in metas else None
     a, b = _native(a), _native(b)
     ca, cb = to_cupy(a), to_cupy(b)
-    dtype, shapes = checked or check_operands(Meta(ca.shape, ca.dtype), Meta(cb.shape, cb.dtype),
-                                              v, params)
+    if checked is None:  # PyTorch's float8 tensors come as bytes: their dtype names the format
+        formats = _torch_formats(a, b, formats)
+    dtype, b_dtype, shapes = checked or check_operands(
+        Meta(ca.shape, ca.dtype), Meta(cb.shape, cb.dtype), v, params, formats)
     if precision == "tf32" and dtype != "float32":
         raise ValueError(f"precision='tf32' lets float32 inputs run as TF32; a and b are {dtype}:"
                          " leave precision out")
     c_dtype = output_dtype(dtype, out_dtype, target, target_name)
+    scales = scales or Scales(1.0, None, None)
+    sa = sb = None
+    if dtype in EIGHT_BIT:
+        sa, sb, scalings = _check_scales(scales, shapes)
+        if c_dtype == "int32" and alpha * scales.factor != 1.0:
+            raise ValueError("an int8 product stored as int32 is the exact sums: scales and "
+                             "alpha other than 1 need a float output (out_dtype='float32', "
+                             "'bfloat16' or 'float16')")
+    elif scales.a is not None or scales.b is not None or scales.factor != 1.0:
+        raise TypeError(f"scale_a and scale_b are an 8-bit product's quantisation scales; a and "
+                        f"b are {dtype}: for a scaled product of them use xgemm.gemm's alpha")
+    else:
+        scalings = ("none", "none")
     ctarget = None
     if target is not None:
         ctarget = _check_target(target_name, target, shapes.out, c_dtype)
@@ -396,8 +433,14 @@ def build(a: Any, b: Any, variant: str, target: Any, target_name: str, bias: Any
         meta(bias, "bias")  # a host array: TypeError, before any conversion
         bias = _native(bias)
         cbias = _check_bias(bias, shapes.n, c_dtype)
-    device = one_device(a=ca, b=cb, **{target_name: ctarget}, bias=cbias)
+    device = one_device(a=ca, b=cb, **{target_name: ctarget}, bias=cbias,
+                        scale_a=None if sa is None else to_cupy(sa),
+                        scale_b=None if sb is None else to_cupy(sb))
     read_c = target_name == "c" and beta != 0.0
+    spec_extras = dict(b_dtype=b_dtype, scale_a=scalings[0], scale_b=scalings[1])
+    if dtype in EIGHT_BIT:  # an int32 C with an epilogue: refused now, not at compile time
+        check_eight_bit_spec(Spec(dtype, bias=cbias is not None, activation=act, read_c=read_c,
+                                  out_dtype=c_dtype, **spec_extras))
 
     import cupy
 
@@ -406,8 +449,44 @@ def build(a: Any, b: Any, variant: str, target: Any, target_name: str, bias: Any
     here = cupy.cuda.runtime.getDevice() == device
     with contextlib.nullcontext() if here else cupy.cuda.Device(device):
         plan = _lay_out(ca, cb, v, params, shapes, dtype, c_dtype, device, act, precision,
-                        ctarget, cbias, read_c, framework(type(a)) or "cupy")
-    return plan, (a, b, target, bias)
+                        ctarget, cbias, read_c, framework(type(a)) or "cupy", spec_extras)
+    return plan, (a, b, target, bias, sa, sb)
+
+
+def _torch_formats(a: Any, b: Any, formats: Any) -> Any:
+    """``formats`` with the FP8 formats of PyTorch float8 operands filled in (their dtype's
+    name, ``float8_e4m3fn`` or ``float8_e5m2``); TypeError where they disagree."""
+    given = formats if isinstance(formats, (tuple, list)) else (formats, formats)
+    found = []
+    for name, x, fmt in (("a", a, given[0]), ("b", b, given[1])):
+        kind = dtype_name(x.dtype) if framework(type(x)) == "torch" else None
+        if kind is None or not kind.startswith("float8"):
+            found.append(fmt)
+            continue
+        if fmt is not None and fmt != kind:
+            raise TypeError(f"{name} is a {kind} tensor but formats names {fmt}")
+        found.append(kind)
+    return None if found == [None, None] else tuple(found)
+
+
+def _check_scales(scales: Scales, shapes: Shapes) -> tuple[Any, Any, tuple[str, str]]:
+    """An 8-bit product's GPU scales, as the call's arrays, and how each applies."""
+    arrays, scalings = [], []
+    for name, x, rows in (("scale_a", scales.a, shapes.m), ("scale_b", scales.b, shapes.n)):
+        if x is None:
+            arrays.append(None)
+            scalings.append("none")
+            continue
+        x = _native(x)
+        view = to_cupy(x)
+        kind = scaling(name, Meta(view.shape, view.dtype), rows)
+        if kind == "vector" and any(stride != view.itemsize for size, stride
+                                    in zip(view.shape, view.strides, strict=True) if size > 1):
+            raise ValueError(f"{name} is strided (strides {view.strides}); its scales must lie "
+                             f"next to each other: pass a contiguous copy")
+        arrays.append(x)
+        scalings.append(kind)
+    return arrays[0], arrays[1], (scalings[0], scalings[1])
 
 
 def _native(x: Any) -> Any:
@@ -461,6 +540,11 @@ def _choose(mats: tuple, layouts: list, shapes: Shapes, dtype: str, device: int,
     cc = gpu.compute_capability(device)
     sms = gpu.multiprocessors(device)
     m, n, k, count = shapes.m, shapes.n, shapes.k, shapes.count
+    if dtype in EIGHT_BIT:  # one rung multiplies them, copying what is not K-major
+        name, p = heuristic(m, n, k, dtype, cc, precision, sms, count)
+        v = get_variant(name)
+        check_arch(v, dtype, device)
+        return v, v.resolve(p, dtype)
     read = ["col" if layout is not None and layout.col else "row" for layout in layouts]
     copyable = [layout is not None and _transposable(shapes, vector)
                 for layout, vector in zip(layouts, (shapes.a_vector, shapes.b_vector),
@@ -500,7 +584,7 @@ def _choose(mats: tuple, layouts: list, shapes: Shapes, dtype: str, device: int,
 def _lay_out(a: cupy.ndarray, b: cupy.ndarray, v: Variant | None, params: dict[str, int],
              shapes: Shapes, dtype: str, c_dtype: str, device: int, act: str,
              precision: str | None, target: cupy.ndarray | None, bias: cupy.ndarray | None,
-             read_c: bool, kind: str) -> Plan:
+             read_c: bool, kind: str, spec_extras: dict) -> Plan:
     """The plan, on the current device (the operands'). Where an operand must be copied
     or padded, the copy is made here once, to learn its layout: each call makes its own."""
     import cupy
@@ -516,6 +600,8 @@ def _lay_out(a: cupy.ndarray, b: cupy.ndarray, v: Variant | None, params: dict[s
         p = v.resolve(params, dtype)
         check_arch(v, dtype, device)
 
+    # 8-bit operands, which only K-major rungs multiply: any other layout is copied
+    relayout = dtype in EIGHT_BIT
     operands = []
     for name, x, vec, rows, cols, layouts in (
             ("a", mats[0], vectors[0], shapes.m, shapes.k, v.a_layouts),
@@ -530,14 +616,14 @@ def _lay_out(a: cupy.ndarray, b: cupy.ndarray, v: Variant | None, params: dict[s
         if found is not None and found.col != (into == "col"):
             full, layout, transpose = _transposed(x, found, device)
         else:
-            full, layout, copied = ready_operand(x, full_shape, layouts, name, v.name)
+            full, layout, copied = ready_operand(x, full_shape, layouts, name, v.name, relayout)
             padded = bool(v.tma and shapes.k > 0 and not tma_ready(full.data.ptr, layout,
                                                                    full.itemsize))
             if padded:  # TMA reads 16-byte aligned rows: pad the rows of one that has none
                 full, layout = tma_padded(full, layout)
         operands.append((OperandPlan(name, v.name, vec, full_shape, layouts, layout,
                                      copied or padded or transpose is not None, padded,
-                                     transpose), full))
+                                     transpose, relayout), full))
     (plan_a, full_a), (plan_b, full_b) = operands
 
     # The output, viewed as (*batch, M, N): written in place when its rows have unit
@@ -558,19 +644,21 @@ def _lay_out(a: cupy.ndarray, b: cupy.ndarray, v: Variant | None, params: dict[s
                                    for x in (a, b, bias) if x is not None):
             full_c, output = cupy.empty(shapes.full, view.dtype), "staging"
     layout_c = layout_of(full_c.shape, full_c.strides, full_c.itemsize, ("row",), write=True)
-    if p.get("TMA_STORE") and (read_c or c_dtype != dtype
+    staged = v.c_bytes or DTYPES[dtype].itemsize  # the bytes of a value of C it stages
+    if p.get("TMA_STORE") and (read_c or full_c.itemsize != staged
                                or not tma_ready(pointer(full_c), layout_c, full_c.itemsize)):
         p = {**p, "TMA_STORE": 0}  # TMA does not read C, widen it, or write unaligned rows
 
     spec = Spec(dtype, plan_a.layout.col, plan_b.layout.col, bias is not None, act, read_c,
                 _flags(v, (full_a, full_b, full_c), (plan_a.layout, plan_b.layout, layout_c),
                        shapes),
-                out_dtype=None if c_dtype == dtype else c_dtype)
+                out_dtype=None if c_dtype == default_output(dtype) else c_dtype, **spec_extras)
     plan = Plan(v, p, spec, device, kind, shapes, plan_a, plan_b, layout_c, output, read_c,
                 copy_bias=bias is not None and bias.strides[0] != bias.itemsize
                 and bias.size > 1)
     plan.c_dtype_np = full_c.dtype
     plan.reshape = shapes.out != shapes.full
+    plan.scaled = "scale_a" in v.extra_args
     if kind == "torch":
         import torch
 
@@ -661,6 +749,8 @@ def _extra_arg(arg: str, v: Variant, p: dict[str, int], shapes: Shapes, arrays: 
     if arg in ("partials", "arrivals"):
         source = 3 if arg == "partials" else 4
         return source, first * workspace_bytes[source - 3], None
+    if arg in ("scale_a", "scale_b"):  # shared by the whole batch
+        return (5 if arg == "scale_a" else 6), 0, None
     operand = arg.removeprefix("tensor_map_")
     index = "abc".index(operand)
     box = v.tma_box(operand, p)

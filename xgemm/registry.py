@@ -49,6 +49,28 @@ DTYPES = {
     "float16": DType("__half", "float", 2),
     "bfloat16": DType("__nv_bfloat16", "float", 2),
 }
+#: The 8-bit formats (issue 20), by PyTorch's and ml_dtypes' names: only the 8-bit rung
+#: multiplies them. FP8 sums accumulate in float; int8 sums in int32, and the epilogue
+#: works in float. In memory they are bytes: CuPy holds no float8 dtype, so a CuPy
+#: caller passes uint8 arrays and names the format (``formats=``).
+EIGHT_BIT = {
+    "float8_e4m3fn": DType("__nv_fp8_e4m3", "float", 1),
+    "float8_e5m2": DType("__nv_fp8_e5m2", "float", 1),
+    "int8": DType("signed char", "float", 1),
+}
+DTYPES.update(EIGHT_BIT)
+#: The dtypes every rung before the 8-bit one multiplies (``Variant.dtypes``' default).
+WIDE_DTYPES = ("float32", "float64", "float16", "bfloat16")
+#: What an 8-bit product may be stored as, the default first: bfloat16 for FP8 (there is
+#: no FP8 output), int32 (exact, no epilogue) for int8.
+EIGHT_BIT_OUTPUTS = {"float8_e4m3fn": ("bfloat16", "float16", "float32"),
+                     "float8_e5m2": ("bfloat16", "float16", "float32"),
+                     "int8": ("int32", "bfloat16", "float16", "float32")}
+#: C's CUDA type, by NumPy name: the input dtypes' and int32.
+C_TYPES = {**{name: t.cuda for name, t in DTYPES.items()}, "int32": "int"}
+#: How an 8-bit product's scales apply (``Spec.scale_a``, ``scale_b``): none, one for the
+#: whole operand (a GPU scalar), or one per row of A / per column of B (a GPU vector).
+SCALINGS = ("none", "tensor", "vector")
 
 
 def numpy_dtype(name: str) -> np.dtype:
@@ -92,10 +114,24 @@ class Spec:
     read_c: bool = False  # the epilogue adds beta * C (False when beta == 0: C is not read)
     flags: tuple[tuple[str, bool], ...] = ()
     out_dtype: str | None = None  # C's (and bias's) dtype: None, the inputs'; or WIDE_OUTPUT
+    #                               (8-bit inputs: one of EIGHT_BIT_OUTPUTS)
+    b_dtype: str | None = None    # B's dtype where it differs from A's (FP8: e4m3 x e5m2)
+    scale_a: str = "none"         # 8-bit only: SCALINGS of A's rows and B's columns
+    scale_b: str = "none"
 
     @property
     def c_dtype(self) -> str:
-        return self.out_dtype or self.dtype
+        """C's dtype: ``out_dtype``, else the inputs' (an 8-bit product's default output)."""
+        return self.out_dtype or default_output(self.dtype)
+
+
+def default_output(dtype: str) -> str:
+    """The dtype a product of ``dtype`` inputs is stored in unless asked otherwise.
+
+    >>> default_output("float16"), default_output("float8_e4m3fn"), default_output("int8")
+    ('float16', 'bfloat16', 'int32')
+    """
+    return EIGHT_BIT_OUTPUTS[dtype][0] if dtype in EIGHT_BIT_OUTPUTS else dtype
 
 
 def cdiv(a: int, b: int) -> int:
@@ -131,7 +167,8 @@ FAMILY_DEFAULTS = {"transpose": "vectorized", "reverse": "static_smem", "sum": "
 
 Params = dict[str, int]
 #: The extra kernel arguments a variant may declare (``Variant.extra_args``).
-EXTRA_ARGS = ("tensor_map_a", "tensor_map_b", "tensor_map_c", "partials", "arrivals")
+EXTRA_ARGS = ("tensor_map_a", "tensor_map_b", "tensor_map_c", "partials", "arrivals",
+              "scale_a", "scale_b")
 
 
 @dataclass(frozen=True)
@@ -169,7 +206,7 @@ class Variant:
     #: and/or "col" (at c * ld + r, e.g. a transposed view).
     a_layouts: tuple[str, ...] = ("row", "col")
     b_layouts: tuple[str, ...] = ("row", "col")
-    dtypes: tuple[str, ...] = tuple(DTYPES)
+    dtypes: tuple[str, ...] = WIDE_DTYPES
     #: Blocks per tile of C, an expression (split-K). Above 1 its kernel takes the extra
     #: arguments "partials" (SPLITS partial products) and "arrivals" (``counters`` per
     #: BM x BN tile of C).
@@ -198,8 +235,13 @@ class Variant:
     #: dimensions, batch strides, bias, alpha, beta), in order: "tensor_map_a",
     #: "tensor_map_b", "tensor_map_c" (128-byte TMA maps, by value), "partials" and
     #: "arrivals" (split-K's workspace, made per call, and its counters per tile of C,
-    #: zeroed once per stream: the kernel leaves them at zero).
+    #: zeroed once per stream: the kernel leaves them at zero), "scale_a" and "scale_b"
+    #: (an 8-bit product's scales: float32 on the GPU, null where there are none).
     extra_args: tuple[str, ...] = ()
+    #: Bytes of one value of C as its TMA store stages it (the ``smem_bytes`` expression
+    #: sized the area so): 0, C's values as wide as A's and B's. Where C's dtype is wider
+    #: or narrower, the plan turns TMA_STORE off.
+    c_bytes: int = 0
     #: Where ``auto`` first copies an operand into the layout this kernel reads fastest:
     #: per operand ("a", "b"), that layout and an expression over the parameters, M, N, K
     #: and SMS saying when the copy pays for itself. Only an unbatched 2-D operand that
@@ -341,13 +383,23 @@ class Variant:
                        flags=tuple(sorted(flags.items())))
         base = dict(dtype=dtype, a_col=self.a_layouts[0] == "col",
                     b_col=self.b_layouts[0] == "col",
-                    flags=tuple(sorted(next(self.flag_values()).items())))
+                    flags=tuple(sorted(next(self.flag_values()).items())),
+                    # int8's epilogue dequantises into floats: int32 C takes none
+                    out_dtype="float32" if dtype == "int8" else None)
         yield Spec(**base, bias=True)
         yield Spec(**base, read_c=True)
         for activation in ACTIVATIONS[1:]:
             yield Spec(**base, activation=activation)
         if dtype in NARROW:  # float32 C, bias and beta * C
-            yield Spec(**base, bias=True, read_c=True, out_dtype=WIDE_OUTPUT)
+            yield Spec(**{**base, "bias": True, "read_c": True, "out_dtype": WIDE_OUTPUT})
+        if dtype in EIGHT_BIT:  # every other output dtype, the scalings, mixed FP8
+            for out in EIGHT_BIT_OUTPUTS[dtype][1:]:
+                if out != base["out_dtype"]:
+                    yield Spec(**{**base, "out_dtype": out})
+            for scaling in SCALINGS[1:]:
+                yield Spec(**base, scale_a=scaling, scale_b=scaling)
+            if dtype != "int8":  # the other FP8 format for B
+                yield Spec(**base, b_dtype=next(f for f in EIGHT_BIT if f not in (dtype, "int8")))
 
     # -- launch geometry -------------------------------------------------------------
     def threads_per_block(self, params: Mapping[str, int]) -> int:
@@ -430,17 +482,41 @@ class Variant:
             raise ValueError(
                 f"variant {self.name!r} takes the flags {list(self.flags)}, got {sorted(flags)}"
             )
-        if spec.out_dtype not in (None, spec.dtype) and not (
-                spec.out_dtype == WIDE_OUTPUT and spec.dtype in NARROW):
-            raise ValueError(
-                f"a {spec.dtype} product is stored as {spec.dtype}"
-                + (f" or {WIDE_OUTPUT}" if spec.dtype in NARROW else "")
-                + f", not {spec.out_dtype}")
+        allowed = EIGHT_BIT_OUTPUTS.get(spec.dtype) or (
+            (spec.dtype, WIDE_OUTPUT) if spec.dtype in NARROW else (spec.dtype,))
+        if spec.c_dtype not in allowed:
+            raise ValueError(f"a {spec.dtype} product is stored as {' or '.join(allowed)}, "
+                             f"not {spec.c_dtype}")
+        b_dtype = spec.b_dtype or spec.dtype
+        if spec.dtype in EIGHT_BIT:
+            check_eight_bit_spec(spec)
+        elif b_dtype != spec.dtype or (spec.scale_a, spec.scale_b) != ("none", "none"):
+            raise ValueError(f"a {spec.dtype} product has one dtype and no scales")
         dtype = DTYPES[spec.dtype]
         return render(self.template, kernel_name=self.kernel_name, dtype=dtype.cuda,
-                      out_type=DTYPES[spec.c_dtype].cuda, acc=dtype.acc, a_col=spec.a_col,
-                      b_col=spec.b_col, bias=spec.bias, activation=spec.activation,
-                      read_c=spec.read_c, **params, **flags)
+                      b_type=DTYPES[b_dtype].cuda, out_type=C_TYPES[spec.c_dtype],
+                      acc=dtype.acc, a_col=spec.a_col, b_col=spec.b_col, bias=spec.bias,
+                      activation=spec.activation, read_c=spec.read_c,
+                      scale_a=spec.scale_a, scale_b=spec.scale_b, **params, **flags)
+
+
+def check_eight_bit_spec(spec: Spec) -> None:
+    """ValueError where an 8-bit specialisation cannot be: B of another kind (FP8 mixes
+    e4m3 and e5m2 only), an unknown scaling, or an exact int32 C with an epilogue."""
+    b_dtype = spec.b_dtype or spec.dtype
+    if b_dtype not in EIGHT_BIT or (b_dtype == "int8") != (spec.dtype == "int8"):
+        raise ValueError(f"a is {spec.dtype} and b is {b_dtype}: FP8 formats mix with each "
+                         "other only, int8 with int8")
+    for name in ("scale_a", "scale_b"):
+        if getattr(spec, name) not in SCALINGS:
+            raise ValueError(f"{name} is applied as one of {', '.join(SCALINGS)}, not "
+                             f"{getattr(spec, name)!r}")
+    if spec.c_dtype == "int32" and (spec.bias or spec.read_c or spec.activation != "none"
+                                    or (spec.scale_a, spec.scale_b) != ("none", "none")):
+        raise ValueError(
+            "an int8 product stored as int32 is the exact sums, with no epilogue: for "
+            "scales, bias, activation or beta, store it as float32, bfloat16 or float16 "
+            "(out_dtype=...)")
 
 
 _REGISTRY: dict[str, dict[str, Variant]] = {"gemm": {}}  # family -> name -> variant

@@ -242,19 +242,25 @@ def ladder_table(results: Results) -> str:
     """
     columns = results.columns()
     by_column = {c: [run for run in results.runs if run.column == c] for c in columns}
+    eight_bit = _eight_bit_squares(results)  # part -> size -> the suite's row
     header = ["rung", "variant", "what it adds", "defaults"]
     for column in columns:
         layouts = {r.get("layout", "NN") for size in SIZES for name in variants()
                    if (r := _measured(by_column[column], name, size)) is not None}
         header.append(column + (f" ({', '.join(sorted(layouts))})"
                                 if layouts and layouts != {"NN"} else ""))
+    header += [f"{part} (NT)" for part in eight_bit]
     lines = ["| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
-    cublas = ["", "cuBLAS", "`cupy.matmul` on the same arrays (tf32: `CUPY_TF32=1`)", ""]
+    cublas = ["", "cuBLAS", "`cupy.matmul` on the same arrays (tf32: `CUPY_TF32=1`; 8-bit:"
+              " cuBLASLt through `torch._scaled_mm`, `torch._int_mm`)", ""]
     for column in columns:
         cublas.append(" / ".join(
             _span([r["tflops"] for run in by_column[column]
                    if (r := _square(run.records, "cublas", size)) and r.get("ok")])
             for size in SIZES))
+    for rows in eight_bit.values():
+        cublas.append(" / ".join(_tflops(2 * size**3 / rows[size]["cublas_ms"] / 1e9)
+                                 if size in rows else "–" for size in SIZES))
     lines.append("| " + " | ".join(cublas) + " |")
 
     notes: dict[str, list[str]] = {}  # note -> columns
@@ -282,6 +288,11 @@ def ladder_table(results: Results) -> str:
                             notes[read].append(column)
                 cells.append(_cell(record, mark))
             row.append("" if set(cells) == {"–"} else " / ".join(cells))
+        for rows in eight_bit.values():
+            cells = [f"{_tflops(2 * size**3 / r['auto_ms'] / 1e9)} ({r['x_kernel']:.2f}x)"
+                     if (r := rows.get(size)) and r["variant"] == name else "–"
+                     for size in SIZES]
+            row.append("" if set(cells) == {"–"} else " / ".join(cells))
         lines.append("| " + " | ".join(row) + " |")
 
     lines.append("")
@@ -291,7 +302,24 @@ def ladder_table(results: Results) -> str:
                  "measured at that size.")
     for note, cols in notes.items():
         lines += ["", f"{note} ({', '.join(cols)})."]
+    if eight_bit:
+        lines += ["", f"{' and '.join(eight_bit)}: from the practitioner's suite below (`auto`,"
+                  " B a transposed view, per-tensor scales, bfloat16 or int32 out), TFLOP/s"
+                  " (TOPS for int8) of the kernel."]
     return "\n".join(lines)
+
+
+def _eight_bit_squares(results: Results) -> dict[str, dict[int, dict[str, Any]]]:
+    """The suite's 8-bit rows at the ladder's square sizes (B transposed), by part and
+    size: the ladder's 8-bit columns."""
+    found: dict[str, dict[int, dict[str, Any]]] = {}
+    for part in ("float8", "int8"):
+        for size in SIZES:
+            for r in results.suite:
+                if (r.get("part") == part and r.get("status") == "ok"
+                        and r.get("case") == f"{size}x{size}x{size}:NT"):
+                    found.setdefault(part, {})[size] = r
+    return found
 
 
 def _params_note(name: str, record: Mapping[str, Any]) -> str:

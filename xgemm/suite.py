@@ -16,6 +16,13 @@ batch of float16 products); for ``tf32`` cuBLAS runs in TF32 in both (``CUPY_TF3
 read by CuPy at its first float32 product, which is why a part is one process). The
 result is checked against cuBLAS's before anything is timed.
 
+The 8-bit parts (``float8``, ``int8``) run on PyTorch tensors: the baseline is cuBLASLt
+through ``torch._scaled_mm`` (FP8, bfloat16 out, the same scales) or ``torch._int_mm``
+(int8, int32 out), B a transposed view (``w.T``: the K-major layout both read in place).
+Their rows also time xgemm's own bfloat16 ``wgmma`` on the same values (``bf16_ms``,
+``x_bf16``: what 8 bits buy over 16), and check the result against a float64 product of
+the dequantised inputs.
+
 Example:
     >>> [case.label for case in CASES["float64"]]
     ['4096x4096x4096', '8192x8192x8192']
@@ -30,7 +37,10 @@ from dataclasses import dataclass
 from typing import Any
 
 #: The parts, each run in its own process (TF32 is a CuPy setting read once).
-PARTS = ("tf32", "float64", "float16", "bfloat16", "float32")
+PARTS = ("tf32", "float64", "float16", "bfloat16", "float32", "float8", "int8")
+#: The 8-bit parts' tolerances against the float64 product of the dequantised inputs:
+#: bfloat16's rounding (2^-9) of the output, and FP8 wgmma's sums (about 2e-3 at K = 8192).
+EIGHT_BIT_TOLERANCE = {"float8": 1e-2, "int8": 0.0}
 
 
 @dataclass(frozen=True)
@@ -42,13 +52,20 @@ class Case:
     k: int
     batch: int = 1
     layout: str = "NN"
+    #: 8-bit parts: B's FP8 format where it differs from A's (e4m3), and the scales: one
+    #: per operand ("tensor") or per row of A and column of B ("vector")
+    b_format: str = "float8_e4m3fn"
+    scales: str = "tensor"
 
     @property
     def label(self) -> str:
-        """``[BATCHx]MxNxK[:LAYOUT]``, as ``xgemm bench --shapes`` takes it."""
+        """``[BATCHx]MxNxK[:LAYOUT]``, as ``xgemm bench --shapes`` takes it (8-bit cases
+        add B's format or their scales where those are not the first case's)."""
         shape = f"{self.m}x{self.n}x{self.k}"
+        extra = ("" if self.b_format == "float8_e4m3fn" else " e4m3 x e5m2") + (
+            "" if self.scales == "tensor" else " row/column scales")
         return (f"{self.batch}x" if self.batch > 1 else "") + shape + (
-            f":{self.layout}" if self.layout != "NN" else "")
+            f":{self.layout}" if self.layout != "NN" else "") + extra
 
 
 def _squares(*sizes: int, layout: str = "NN") -> list[Case]:
@@ -68,6 +85,12 @@ CASES: dict[str, list[Case]] = {
     # the FP32 issue's nine shapes (8192 x 64 x 8192 with B transposed: a skinny N)
     "float32": [*_squares(1024, 2048, 4096, 8192, 4095), Case(3000, 2000, 1000),
                 Case(8192, 64, 8192, layout="NT"), Case(64, 4096, 64), Case(128, 128, 65536)],
+    # the issue's squares, an LLM layer, mixed formats and the per-row / column scales of
+    # quantised inference
+    "float8": [*_squares(4096, 8192, layout="NT"), Case(4096, 11008, 4096, layout="NT"),
+               Case(8192, 8192, 8192, layout="NT", b_format="float8_e5m2"),
+               Case(8192, 8192, 8192, layout="NT", scales="vector")],
+    "int8": [*_squares(4096, 8192, layout="NT"), Case(4096, 11008, 4096, layout="NT")],
 }
 
 
@@ -78,6 +101,8 @@ def _calls(kernel_ms: float) -> int:
 
 def measure(part: str, case: Case, repeat: int = 30, rounds: int = 5) -> dict[str, Any]:
     """One row: ``auto``'s pick and both contenders' kernel and call milliseconds."""
+    if part in EIGHT_BIT_TOLERANCE:
+        return measure_eight_bit(part, case, repeat, rounds)
     import cupy
 
     import xgemm
@@ -118,6 +143,80 @@ def measure(part: str, case: Case, repeat: int = 30, rounds: int = 5) -> dict[st
                x_kernel=kernel["cublas_ms"] / kernel["auto_ms"],
                x_call=call["cublas_call_ms"] / call["auto_call_ms"])
     return row
+
+
+def measure_eight_bit(part: str, case: Case, repeat: int = 30, rounds: int = 5
+                      ) -> dict[str, Any]:
+    """One row of an 8-bit part: ``auto`` (``wgmma_8bit``) against cuBLASLt through
+    PyTorch, kernel and call, and against xgemm's bfloat16 ``wgmma`` on the same values."""
+    import torch
+
+    import xgemm
+    from xgemm import bench, overhead
+
+    generator = torch.Generator("cuda").manual_seed(case.m * 7 + case.n * 3 + case.k)
+    m, n, k = case.m, case.n, case.k
+
+    def draw(rows: int, cols: int, fmt: str) -> Any:
+        if fmt == "int8":
+            return torch.randint(-127, 128, (rows, cols), device="cuda", dtype=torch.int8,
+                                 generator=generator)
+        values = torch.randn((rows, cols), device="cuda", generator=generator)
+        return values.to(getattr(torch, fmt))
+
+    fmt_a, fmt_b = ("int8", "int8") if part == "int8" else ("float8_e4m3fn", case.b_format)
+    a, w = draw(m, k, fmt_a), draw(n, k, fmt_b)
+    b = w.T  # K-major B: a weight stored N x K
+    if part == "int8":
+        scale_a = scale_b = None
+        baseline_name = "torch._int_mm"
+
+        def baseline() -> Any:
+            return torch._int_mm(a, b)
+    else:
+        shapes = ((m, 1), (1, n)) if case.scales == "vector" else ((), ())
+        scale_a, scale_b = (torch.rand(shape, device="cuda", generator=generator) + 0.5
+                            for shape in shapes)
+        baseline_name = "torch._scaled_mm"
+
+        def baseline() -> Any:
+            return torch._scaled_mm(a, b, scale_a, scale_b, out_dtype=torch.bfloat16)
+
+    def auto() -> Any:
+        return xgemm.matmul(a, b, scale_a=scale_a, scale_b=scale_b)
+
+    def kernel_ms(fn) -> float:
+        return statistics.median(bench.time_launches(fn, repeat=repeat))
+
+    launch = xgemm.prepare(a, b, scale_a=scale_a, scale_b=scale_b)
+    expected = a.double() @ b.double()
+    if scale_a is not None:
+        expected = scale_a.double() * expected * scale_b.double()
+    error = _error(launch(), expected)
+    row: dict[str, Any] = {"part": part, "case": case.label, "variant": launch.variant.name,
+                           "params": dict(launch.params), "copies": list(launch.copies),
+                           "baseline": baseline_name, "error": error,
+                           "baseline_error": _error(baseline(), expected)}
+    if not error <= EIGHT_BIT_TOLERANCE[part]:
+        row["status"] = f"wrong result: error {error:.3g} against float64"
+        return row
+    # the same values in bfloat16 (exact: FP8 and int8 values up to 256 are bfloat16's)
+    wide_a, wide_b = a.to(torch.bfloat16), b.to(torch.bfloat16)
+    kernel = {"cublas_ms": kernel_ms(baseline), "auto_ms": kernel_ms(launch),
+              "bf16_ms": kernel_ms(lambda: xgemm.matmul(wide_a, wide_b, variant="wgmma"))}
+    call = overhead.queued_ms_in_turns({"cublas_call_ms": baseline, "auto_call_ms": auto},
+                                       _calls(kernel["cublas_ms"]), rounds)
+    row.update(kernel, **call, status="ok",
+               x_kernel=kernel["cublas_ms"] / kernel["auto_ms"],
+               x_call=call["cublas_call_ms"] / call["auto_call_ms"],
+               x_bf16=kernel["bf16_ms"] / kernel["auto_ms"])
+    return row
+
+
+def _error(c: Any, expected: Any) -> float:
+    """Relative Frobenius error of a PyTorch result against a float64 one."""
+    scale = float(expected.norm())
+    return float((c.double() - expected).norm()) / (scale if scale > 0 else 1.0)
 
 
 def _baselines(a: Any, b: Any, precision: str | None) -> dict[str, Callable[[], Any]]:

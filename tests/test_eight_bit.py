@@ -1,0 +1,352 @@
+"""The 8-bit rung (``wgmma_8bit``): FP8 (e4m3, e5m2, mixed) and int8 operands, their
+formats, outputs, scales, layouts, epilogue and batches, against a float64 product of
+the dequantised inputs. Its inputs name their format and its results have another dtype
+than its inputs, so it is walked here rather than by tests/test_gpu.py's loops.
+
+Tolerances, relative Frobenius error: an int32 result is the exact sums (0); a float one
+is bounded by its rounding (bfloat16 2^-9, float16 2^-12 relative) and by FP8 wgmma's
+sums, which keep fewer bits than float32 (measured on the H100: 1.3e-3 at K = 4096 for
+a float32 result of e4m3 inputs, growing about as sqrt(K)). The checks that need no GPU
+come first."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from conftest import FakeGpuArray
+
+import xgemm
+from xgemm.checks import Meta, input_dtypes, output_dtype, scaling
+from xgemm.registry import EIGHT_BIT_OUTPUTS, Spec, check_eight_bit_spec
+
+E4M3, E5M2 = "float8_e4m3fn", "float8_e5m2"
+NAME = "wgmma_8bit"
+#: Error allowed per output dtype (module docstring).
+TOLERANCE = {"int32": 0.0, "bfloat16": 1e-2, "float16": 5e-3, "float32": 5e-3}
+PAIRS = [(E4M3, E4M3), (E4M3, E5M2), (E5M2, E4M3), (E5M2, E5M2), ("int8", "int8")]
+
+
+# -- without a GPU ---------------------------------------------------------------------------
+def test_formats_name_what_the_bytes_hold():
+    u8, i8, f16 = np.dtype("uint8"), np.dtype("int8"), np.dtype("float16")
+    assert input_dtypes(u8, u8, E4M3) == (E4M3, None)
+    assert input_dtypes(u8, u8, (E4M3, E5M2)) == (E4M3, E5M2)
+    assert input_dtypes(i8, i8) == ("int8", None)
+    with pytest.raises(TypeError, match="a is a uint8 array: name the FP8 format"):
+        input_dtypes(u8, u8)
+    with pytest.raises(TypeError, match="FP8 formats mix with each other only, int8 with int8"):
+        input_dtypes(u8, i8, (E4M3, None))
+    with pytest.raises(TypeError, match="does not mix 8-bit and wider operands"):
+        input_dtypes(i8, f16)
+    with pytest.raises(TypeError, match="formats= names the format of 8-bit operands"):
+        input_dtypes(f16, f16, E4M3)
+    with pytest.raises(ValueError, match="unknown format 'e4m3'"):
+        input_dtypes(u8, u8, "e4m3")
+    with pytest.raises(TypeError, match="b is an int8 array, not float8_e4m3fn"):
+        input_dtypes(u8, i8, E4M3)
+
+
+def test_uint8_operands_without_a_format_are_refused_before_cupy(no_cupy):
+    a, b = FakeGpuArray((4, 8), "|u1"), FakeGpuArray((8, 4), "|u1")
+    with pytest.raises(TypeError, match="name the FP8 format"):
+        xgemm.matmul(a, b)
+
+
+def test_what_8_bit_products_are_stored_as():
+    assert output_dtype(E4M3, None, None, "out") == "bfloat16"
+    assert output_dtype("int8", None, None, "out") == "int32"
+    assert output_dtype("int8", None, np.empty(1, np.float32), "out") == "float32"
+    with pytest.raises(ValueError, match="stored as bfloat16 or float16 or float32"):
+        output_dtype(E5M2, "int32", None, "out")
+    with pytest.raises(TypeError, match="out has dtype float16 but out_dtype is 'float32'"):
+        output_dtype("int8", "float32", np.empty(1, np.float16), "out")
+
+
+def test_scales_are_one_or_one_per_row_or_column():
+    f32 = np.dtype("float32")
+    assert scaling("scale_a", Meta((1,), f32), 5) == "tensor"
+    assert scaling("scale_a", Meta((5, 1), f32), 5) == "vector"
+    assert scaling("scale_b", Meta((7,), f32), 7) == "vector"
+    with pytest.raises(ValueError, match=r"one per column of B: shape \(7,\) or \(1, 7\)"):
+        scaling("scale_b", Meta((7, 1), f32), 7)
+    with pytest.raises(TypeError, match="scales are float32"):
+        scaling("scale_a", Meta((), np.dtype("float16")), 5)
+
+
+def test_an_int32_result_takes_no_epilogue():
+    check_eight_bit_spec(Spec("int8", b_col=True))
+    for spec in [Spec("int8", b_col=True, bias=True), Spec("int8", b_col=True, scale_a="tensor"),
+                 Spec("int8", b_col=True, activation="relu")]:
+        with pytest.raises(ValueError, match="int8 product stored as int32 is the exact sums"):
+            check_eight_bit_spec(spec)
+    check_eight_bit_spec(Spec("int8", b_col=True, bias=True, out_dtype="float32"))
+
+
+def test_the_compile_check_builds_every_output_scaling_and_mixed_format():
+    v = xgemm.get_variant(NAME)
+    for dtype in v.dtypes:
+        specs = list(v.specs(dtype))
+        assert {s.c_dtype for s in specs} == set(EIGHT_BIT_OUTPUTS[dtype])
+        assert {(s.scale_a, s.scale_b) for s in specs} >= {("tensor", "tensor"),
+                                                           ("vector", "vector")}
+        assert all(not s.a_col and s.b_col for s in specs)  # K-major only
+        if dtype != "int8":
+            assert {s.b_dtype for s in specs} >= {E5M2 if dtype == E4M3 else E4M3}
+    source = xgemm.source(NAME, E4M3, b_col=True, b_dtype=E5M2, scale_a="vector")
+    assert '#define WGMMA_INPUTS "e4m3.e5m2"' in source and "Scaling::vector" in source
+    assert "k32.s32" in xgemm.source(NAME, "int8", b_col=True)
+
+
+# -- on the GPU -----------------------------------------------------------------------------
+def _host(fmt):
+    import ml_dtypes
+
+    return np.dtype(getattr(ml_dtypes, fmt))
+
+
+def quantised(rng, shape, fmt, order="C"):
+    """Fresh random values of format ``fmt`` as CuPy holds them: int8, or the bytes of FP8
+    values (uint8). ``order="F"``: a column-major view of the last two dimensions."""
+    import cupy
+
+    if order == "F":
+        shape = (*shape[:-2], shape[-1], shape[-2])
+    values = rng.array(shape)
+    if fmt == "int8":
+        x = cupy.clip(cupy.rint(values * 40), -127, 127).astype(cupy.int8)
+    else:
+        x = cupy.asarray(values.get().astype(_host(fmt)).view(np.uint8))
+    return cupy.swapaxes(x, -1, -2) if order == "F" else x
+
+
+def decoded(x, fmt):
+    """The values ``x`` holds, in float64."""
+    import cupy
+
+    if fmt == "int8":
+        return x.astype(cupy.float64)
+    table = cupy.asarray(np.arange(256, dtype=np.uint8).view(_host(fmt)).astype(np.float64))
+    return table[x]
+
+
+def poisoned(shape, dtype):
+    """An output full of NaN (int32: its most negative value, which no sum here reaches)."""
+    import cupy
+
+    if dtype == "int32":
+        return cupy.full(shape, np.iinfo(np.int32).min, dtype=cupy.int32)
+    from xgemm.registry import numpy_dtype
+
+    return cupy.full(shape, cupy.nan, dtype=cupy.float32).astype(numpy_dtype(dtype))
+
+
+def error(c, expected) -> float:
+    import cupy
+
+    diff = float(cupy.linalg.norm((c.astype(cupy.float64) - expected).ravel()))
+    scale = float(cupy.linalg.norm(expected.ravel()))
+    return diff / scale if scale > 0 else diff
+
+
+def product(rng, m, n, k, pair, out_dtype=None, a_order="C", b_order="F", **kwargs):
+    """Run one product of fresh inputs; returns (launch, result, expected)."""
+    a, b = quantised(rng, (m, k), pair[0], a_order), quantised(rng, (k, n), pair[1], b_order)
+    out_dtype = out_dtype or EIGHT_BIT_OUTPUTS[pair[0]][0]
+    c = poisoned((m, n), out_dtype)
+    formats = None if pair[0] == "int8" else pair
+    launch = xgemm.prepare(a, b, out=c, formats=formats, **kwargs)
+    assert launch() is c
+    return launch, c, decoded(a, pair[0]) @ decoded(b, pair[1])
+
+
+SHAPES = [(1, 1, 1), (7, 13, 5), (127, 129, 255), (257, 300, 1000), (4097, 31, 1025),
+          (33, 2049, 129)]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("pair", PAIRS, ids=["x".join(p) for p in PAIRS])
+def test_formats_outputs_and_odd_shapes(rng, pair):
+    """Every format pair into every output it may be stored as, on odd shapes (one, primes,
+    no tile's multiple, tall, wide); A row-major and B column-major, read in place where
+    their rows are 16-byte aligned, else padded for TMA."""
+    for out_dtype in EIGHT_BIT_OUTPUTS[pair[0]]:
+        for m, n, k in SHAPES:
+            launch, c, expected = product(rng, m, n, k, pair, out_dtype)
+            assert launch.variant.name == NAME
+            assert launch.copies == (("a", "b") if k % 16 else ())
+            err = error(c, expected)
+            assert err <= TOLERANCE[out_dtype], (
+                f"{pair} -> {out_dtype} {m}x{n}x{k}: error {err} (seed {rng.seed})")
+
+
+POINTS = [(dtype, p) for dtype in ("int8", E4M3) for p in xgemm.get_variant(NAME).points(dtype)]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype, params", POINTS,
+                         ids=[f"{d}-" + "_".join(f"{k}{v}" for k, v in p.items())
+                              for d, p in POINTS])
+def test_every_point_of_the_space(rng, dtype, params):
+    """Each point on an odd shape, on one of whole tiles, and on many tiles a block (the
+    persistent grid walking over 500 tiles, the ring carrying on from tile to tile)."""
+    for m, n, k in [(127, 129, 255), (256, 512, 128), (4097, 2049, 129)]:
+        _, c, expected = product(rng, m, n, k, (dtype, dtype), variant=NAME, **params)
+        out_dtype = EIGHT_BIT_OUTPUTS[dtype][0]
+        assert error(c, expected) <= TOLERANCE[out_dtype], f"{m}x{n}x{k} (seed {rng.seed})"
+
+
+@pytest.mark.gpu
+def test_layouts_read_in_place_or_copied(rng):
+    """wgmma reads 8-bit operands K-major only: A row-major and B column-major (a weight
+    stored N x K, used as w.T) are read in place, slices of wider arrays too; any other
+    layout is copied first, and ``copies`` says so."""
+    m, n, k = 67, 45, 96
+    wide_a = quantised(rng, (m, k + 32), E4M3)
+    wide_w = quantised(rng, (n + 5, k + 16), E4M3)
+    cases = [("row-major A, B = w.T", quantised(rng, (m, k), E4M3),
+              quantised(rng, (k, n), E4M3, "F"), ()),
+             ("slices of wider arrays", wide_a[:, 16:16 + k], wide_w[2:2 + n, :k].T, ()),
+             ("column-major A", quantised(rng, (m, k), E4M3, "F"),
+              quantised(rng, (k, n), E4M3, "F"), ("a",)),
+             ("row-major B", quantised(rng, (m, k), E4M3), quantised(rng, (k, n), E4M3),
+              ("b",)),
+             ("negative strides", quantised(rng, (m, k), E4M3)[::-1],
+              quantised(rng, (k, n), E4M3, "F")[:, ::-1], ("a", "b"))]
+    for label, a, b, copies in cases:
+        c = poisoned((m, n), "bfloat16")
+        launch = xgemm.prepare(a, b, out=c, formats=E4M3)
+        assert launch.copies == copies, label
+        launch()
+        err = error(c, decoded(a, E4M3) @ decoded(b, E4M3))
+        assert err <= TOLERANCE["bfloat16"], f"{label}: error {err} (seed {rng.seed})"
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("pair, out_dtype", [((E4M3, E4M3), "bfloat16"),
+                                             (("int8", "int8"), "float32")])
+def test_scales(rng, pair, out_dtype):
+    """Scales as numbers, GPU scalars, and one per row of A / column of B (as (M,) or
+    (M, 1), (N,) or (1, N)): the product is scale_a * (a @ b) * scale_b."""
+    import cupy
+
+    m, n, k = 130, 300, 257
+    rows, cols = rng.array((m,)) ** 2 + 0.5, rng.array((n,)) ** 2 + 0.5
+    given = [(0.25, 3.0), (cupy.asarray(0.25, cupy.float32), cupy.full((1,), 3.0, cupy.float32)),
+             (rows, cols), (rows[:, None], cols[None, :]), (2.0, cols)]
+    for scale_a, scale_b in given:
+        launch, c, expected = product(rng, m, n, k, pair, out_dtype, scale_a=scale_a,
+                                      scale_b=scale_b)
+        sa, sb = (cupy.asarray(s, cupy.float64).reshape(shape)
+                  for s, shape in ((scale_a, (-1, 1)), (scale_b, (1, -1))))
+        err = error(c, sa * expected * sb)
+        assert err <= TOLERANCE[out_dtype], (
+            f"scales {type(scale_a).__name__} {getattr(scale_a, 'shape', '')}: error {err} "
+            f"(seed {rng.seed})")
+
+
+@pytest.mark.gpu
+def test_epilogue_after_the_scales(rng):
+    """bias and activation after the scales (FP8, bfloat16 out); gemm's alpha and beta * C
+    with an int8 product dequantised to float32."""
+    import cupy
+
+    m, n, k = 129, 200, 130
+    bias = rng.array((n,), "bfloat16")
+    launch, c, expected = product(rng, m, n, k, (E4M3, E5M2), scale_a=0.5, bias=bias,
+                                  activation="relu")
+    expected = cupy.maximum(0.5 * expected + bias.astype(cupy.float64), 0)
+    assert error(c, expected) <= TOLERANCE["bfloat16"], f"seed {rng.seed}"
+
+    a, b = quantised(rng, (m, k), "int8"), quantised(rng, (k, n), "int8", "F")
+    c = rng.array((m, n))
+    scale_b = rng.array((n,)) ** 2
+    expected = (2.0 * (decoded(a, "int8") @ decoded(b, "int8")) * scale_b.astype(cupy.float64)
+                + 0.5 * c.astype(cupy.float64))
+    assert xgemm.gemm(a, b, c, alpha=2.0, beta=0.5, scale_b=scale_b) is c
+    assert error(c, expected) <= TOLERANCE["float32"], f"seed {rng.seed}"
+
+
+@pytest.mark.gpu
+def test_batches(rng):
+    """A batch against one weight (broadcast, read in place), and a batch of both, in one
+    launch each."""
+    import cupy
+
+    a = quantised(rng, (3, 65, 96), E4M3)
+    b = quantised(rng, (96, 130), E4M3, "F")
+    launch = xgemm.prepare(a, b, formats=E4M3)
+    assert len(launch.grids) == 1 and launch.copies == ()
+    expected = decoded(a, E4M3) @ decoded(b, E4M3)
+    assert error(launch(), expected) <= TOLERANCE["bfloat16"], f"seed {rng.seed}"
+
+    a = quantised(rng, (2, 65, 100), "int8")
+    b = cupy.swapaxes(quantised(rng, (2, 33, 100), "int8"), -1, -2)  # (2, K, N) column-major
+    c = xgemm.matmul(a, b)
+    assert c.shape == (2, 65, 33) and c.dtype == cupy.int32
+    assert error(c, decoded(a, "int8") @ decoded(b, "int8")) == 0, f"seed {rng.seed}"
+
+
+@pytest.mark.gpu
+def test_empty_and_k_zero(rng):
+    import cupy
+
+    a, b = cupy.empty((5, 0), cupy.uint8), cupy.empty((7, 0), cupy.uint8).T
+    c = xgemm.matmul(a, b, formats=E4M3, out_dtype="float32")
+    assert c.dtype == cupy.float32 and bool((c == 0).all())
+    empty = xgemm.matmul(cupy.empty((0, 16), cupy.int8), cupy.empty((9, 16), cupy.int8).T)
+    assert empty.shape == (0, 9) and empty.dtype == cupy.int32
+
+
+@pytest.mark.gpu
+def test_int32_sums_are_exact_beyond_float(rng):
+    """Positive int8 values over K = 8192: sums past 2^24, where float32 would round."""
+    import cupy
+
+    a = cupy.asarray(rng.array((64, 8192)).get() > 9, cupy.int8) * 27 + 100  # 100 or 127
+    b = (cupy.asarray(rng.array((64, 8192)).get() > 9, cupy.int8) * 27 + 100).T
+    expected = a.astype(cupy.int64) @ b.astype(cupy.int64)
+    assert int(expected.min()) > 2**24
+    assert bool((xgemm.matmul(a, b) == expected).all()), f"seed {rng.seed}"
+
+
+@pytest.mark.gpu
+def test_pytorch_float8_tensors(rng):
+    """PyTorch float8 tensors are read as they are (their dtype names the format), on
+    PyTorch's stream, and agree with torch._scaled_mm on the same data and scales."""
+    torch = pytest.importorskip("torch")
+
+    a = torch.randn(257, 512, device="cuda").to(torch.float8_e4m3fn)
+    w = torch.randn(384, 512, device="cuda").to(torch.float8_e5m2)
+    scale_a = torch.full((), 0.5, device="cuda")
+    scale_b = torch.rand(1, 384, device="cuda") + 0.5
+    c = xgemm.matmul(a, w.T, scale_a=scale_a, scale_b=scale_b)
+    assert isinstance(c, torch.Tensor) and c.dtype == torch.bfloat16
+    expected = scale_a.double() * (a.double() @ w.double().T) * scale_b.double()
+    assert float((c.double() - expected).norm() / expected.norm()) <= TOLERANCE["bfloat16"]
+    scale = torch.full((), 2.0, device="cuda")  # per-tensor scales, as _scaled_mm mixes them
+    ours = xgemm.matmul(a, w.T, scale_a=scale_a, scale_b=scale)
+    theirs = torch._scaled_mm(a, w.T, scale_a, scale, out_dtype=torch.bfloat16)
+    expected = scale_a.double() * (a.double() @ w.double().T) * scale.double()
+    assert float((ours.double() - theirs.double()).norm() / expected.norm()) <= 2e-2
+    with pytest.raises(TypeError, match="a is a float8_e4m3fn tensor but formats names"):
+        xgemm.matmul(a, w.T, formats=E5M2)
+
+
+@pytest.mark.gpu
+def test_bad_8_bit_calls_are_refused_before_launch(rng):
+    import cupy
+
+    a, b = quantised(rng, (8, 32), "int8"), quantised(rng, (32, 16), "int8", "F")
+    with pytest.raises(ValueError, match="int8 product stored as int32 is the exact sums"):
+        xgemm.matmul(a, b, bias=cupy.zeros(16, cupy.int32))
+    with pytest.raises(ValueError, match="scales and alpha other than 1 need a float output"):
+        xgemm.matmul(a, b, scale_a=2.0)
+    with pytest.raises(ValueError, match=r"one per row of A: shape \(8,\) or \(8, 1\)"):
+        xgemm.matmul(a, b, scale_a=cupy.ones(16, cupy.float32), out_dtype="float32")
+    with pytest.raises(TypeError, match="scales are float32"):
+        xgemm.matmul(a, b, scale_b=cupy.ones(16, cupy.float16), out_dtype="float32")
+    with pytest.raises(ValueError, match="strided"):
+        xgemm.matmul(a, b, scale_b=cupy.ones(32, cupy.float32)[::2], out_dtype="float32")
+    x = rng.array((8, 32), "float16")
+    with pytest.raises(TypeError, match="scale_a and scale_b are an 8-bit product's"):
+        xgemm.matmul(x, x.T, scale_a=0.5)
