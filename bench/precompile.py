@@ -2,7 +2,8 @@
 cache, so that the suite loads them instead of compiling them one after another: every
 point of every variant's space (float32, or the variant's first dtype) with each flag
 setting, and at the defaults every dtype x layout x flag, and every epilogue the tests
-use on the first layout.
+use on the first layout; for the 8-bit rung, its points in int8 and e4m3 and the compile
+check's specialisations.
 
     python3 bench/precompile.py [variant ...]   # all variants, or only those named
 """
@@ -17,7 +18,7 @@ import cupy
 
 import xgemm
 from xgemm.compile import get_kernel
-from xgemm.registry import ACTIVATIONS, Spec
+from xgemm.registry import ACTIVATIONS, EIGHT_BIT, Spec
 
 
 def jobs():
@@ -26,6 +27,14 @@ def jobs():
         first = dict(a_col=v.a_layouts[0] == "col", b_col=v.b_layouts[0] == "col")
         flag_sets = [tuple(sorted(f.items())) for f in v.flag_values()]
         home = "float32" if "float32" in v.dtypes else v.dtypes[0]  # as tests/test_gpu.py
+        if set(v.dtypes) <= set(EIGHT_BIT):  # as tests/test_eight_bit.py: int8 and e4m3
+            for dtype in v.dtypes[:2]:       # at every point, then every dtype's compile check
+                for point in v.points(dtype):
+                    yield name, point, Spec(dtype, **first)
+            for dtype in v.dtypes:
+                for spec in v.specs(dtype):
+                    yield name, v.resolve({}, dtype), spec
+            continue
         for point, flags in itertools.product(v.points(home), flag_sets):
             yield name, point, Spec(home, **first, flags=flags)
         for dtype in v.dtypes:
