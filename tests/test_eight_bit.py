@@ -170,11 +170,13 @@ def test_formats_outputs_and_odd_shapes(rng, pair):
     no tile's multiple, tall, wide); A row-major and B column-major, read in place where
     their rows are 16-byte aligned, else padded for TMA."""
     for out_dtype in EIGHT_BIT_OUTPUTS[pair[0]]:
+        # int8 sums pass float16's largest value (65504): scaled into its range
+        scale = 2.0**-8 if (pair[0], out_dtype) == ("int8", "float16") else 1.0
         for m, n, k in SHAPES:
-            launch, c, expected = product(rng, m, n, k, pair, out_dtype)
+            launch, c, expected = product(rng, m, n, k, pair, out_dtype, scale_a=scale)
             assert launch.variant.name == NAME
             assert launch.copies == (("a", "b") if k % 16 else ())
-            err = error(c, expected)
+            err = error(c, scale * expected)
             assert err <= TOLERANCE[out_dtype], (
                 f"{pair} -> {out_dtype} {m}x{n}x{k}: error {err} (seed {rng.seed})")
 
