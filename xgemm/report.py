@@ -498,6 +498,11 @@ def suite_table(results: Results) -> str:
         if kernel is not None:
             lines.append(f"| {part} | **geometric mean** | | | **{kernel:.2f}** |"
                          f" **{call:.2f}** | |")
+    wide = [f"{r['part']} {r['case']} {r['x_bf16']:.2f}x" for r in rows
+            if r.get("status") == "ok" and "x_bf16" in r]
+    if wide:
+        lines += ["", "8-bit kernels against xgemm's own bfloat16 `wgmma` on the same values"
+                  " (kernel time): " + ", ".join(wide) + "."]
     lines += ["", f"Commit {', '.join(sorted(results.suite_commits))}, on the machine above."]
     return "\n".join(lines)
 
