@@ -14,7 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 import xgemm
-from xgemm.registry import Spec
+from xgemm.registry import C_TYPES, Spec
 
 
 def _cases():
@@ -43,7 +43,10 @@ def _id(case) -> str:
     layout = ("T" if spec.a_col else "N") + ("T" if spec.b_col else "N")
     epilogue = [*(["bias"] if spec.bias else []), *(["beta"] if spec.read_c else []),
                 *([spec.activation] if spec.activation != "none" else []),
-                *([f"out_{spec.out_dtype}"] if spec.out_dtype else [])]
+                *([f"out_{spec.out_dtype}"] if spec.out_dtype else []),
+                *([f"b_{spec.b_dtype}"] if spec.b_dtype else []),
+                *([f"scales_{spec.scale_a}_{spec.scale_b}"] if spec.scale_a != "none"
+                  or spec.scale_b != "none" else [])]
     family = [] if v.family == "gemm" else [v.family]
     return "-".join([*family, v.name, spec.dtype, *([layout] if not family else []),
                      *(f"{k}{v}" for k, v in point.items()),
@@ -83,7 +86,7 @@ def test_renders_plain_cuda(case):
     cuda_type = xgemm.DTYPES[spec.dtype].cuda
     assert f"using T = {cuda_type};" in source
     if v.family == "gemm":
-        assert f"using TC = {xgemm.DTYPES[spec.c_dtype].cuda};" in source
+        assert f"using TC = {C_TYPES[spec.c_dtype]};" in source
         assert f"A_COL = {str(spec.a_col).lower()};" in source
         assert f"B_COL = {str(spec.b_col).lower()};" in source
         assert f"Activation::{spec.activation};" in source
