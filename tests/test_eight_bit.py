@@ -82,6 +82,14 @@ def test_an_int32_result_takes_no_epilogue():
     check_eight_bit_spec(Spec("int8", b_col=True, bias=True, out_dtype="float32"))
 
 
+def test_int8_runs_on_rung_19_before_hopper():
+    from xgemm.choice import heuristic
+
+    assert heuristic(4096, 4096, 4096, "int8", 90)[0] == NAME
+    assert heuristic(4096, 4096, 4096, "int8", 80)[0] == "mma_int8"
+    assert heuristic(4096, 4096, 4096, E4M3, 80)[0] == NAME  # which the plan then refuses
+
+
 def test_the_compile_check_builds_every_output_scaling_and_mixed_format():
     v = xgemm.get_variant(NAME)
     for dtype in v.dtypes:
@@ -181,20 +189,59 @@ def test_formats_outputs_and_odd_shapes(rng, pair):
                 f"{pair} -> {out_dtype} {m}x{n}x{k}: error {err} (seed {rng.seed})")
 
 
-POINTS = [(dtype, p) for dtype in ("int8", E4M3) for p in xgemm.get_variant(NAME).points(dtype)]
+POINTS = [(name, dtype, p) for name, dtypes in ((NAME, ("int8", E4M3)), ("mma_int8", ("int8",)))
+          for dtype in dtypes for p in xgemm.get_variant(name).points(dtype)]
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("dtype, params", POINTS,
-                         ids=[f"{d}-" + "_".join(f"{k}{v}" for k, v in p.items())
-                              for d, p in POINTS])
-def test_every_point_of_the_space(rng, dtype, params):
-    """Each point on an odd shape, on one of whole tiles, and on many tiles a block (the
-    persistent grid walking over 500 tiles, the ring carrying on from tile to tile)."""
+@pytest.mark.parametrize("name, dtype, params", POINTS,
+                         ids=[f"{n}-{d}-" + "_".join(f"{k}{v}" for k, v in p.items())
+                              for n, d, p in POINTS])
+def test_every_point_of_the_space(rng, name, dtype, params):
+    """Each point on an odd shape, on one of whole tiles, and on many tiles (for rung 18
+    the persistent grid walking over 500 tiles, the ring carrying on from tile to tile)."""
     for m, n, k in [(127, 129, 255), (256, 512, 128), (4097, 2049, 129)]:
-        _, c, expected = product(rng, m, n, k, (dtype, dtype), variant=NAME, **params)
+        _, c, expected = product(rng, m, n, k, (dtype, dtype), variant=name, **params)
         out_dtype = EIGHT_BIT_OUTPUTS[dtype][0]
         assert error(c, expected) <= TOLERANCE[out_dtype], f"{m}x{n}x{k} (seed {rng.seed})"
+
+
+@pytest.mark.gpu
+def test_mma_int8_outputs_scales_and_epilogue(rng):
+    """Rung 19 (int8 before Hopper, run here on the H100): every output on the odd shapes,
+    read in place (it needs no TMA, so no padding); per-row and per-column scales with a
+    bias and an activation after them."""
+    import cupy
+
+    for out_dtype in EIGHT_BIT_OUTPUTS["int8"]:
+        scale = 2.0**-8 if out_dtype == "float16" else 1.0  # into float16's range
+        for m, n, k in SHAPES:
+            launch, c, expected = product(rng, m, n, k, ("int8", "int8"), out_dtype,
+                                          variant="mma_int8", scale_a=scale)
+            assert launch.copies == ()
+            err = error(c, scale * expected)
+            assert err <= TOLERANCE[out_dtype], f"{out_dtype} {m}x{n}x{k}: {err} (seed {rng.seed})"
+    m, n, k = 129, 200, 130
+    rows, cols = rng.array((m,)) ** 2 + 0.5, rng.array((1, n)) ** 2 + 0.5
+    bias = rng.array((n,), "bfloat16")
+    _, c, expected = product(rng, m, n, k, ("int8", "int8"), "bfloat16", variant="mma_int8",
+                             scale_a=rows, scale_b=cols, bias=bias, activation="silu")
+    pre = rows.astype(cupy.float64)[:, None] * expected * cols.astype(cupy.float64) \
+        + bias.astype(cupy.float64)
+    assert error(c, pre / (1 + cupy.exp(-pre))) <= TOLERANCE["bfloat16"], f"seed {rng.seed}"
+
+
+@pytest.mark.gpu
+def test_int8_before_hopper(rng, monkeypatch, fresh_plans):
+    """On an sm_80 GPU (as the plan sees it) auto runs int8 on rung 19, and refuses FP8
+    naming why."""
+    import xgemm.gpu
+
+    monkeypatch.setattr(xgemm.gpu, "compute_capability", lambda device: 80)
+    launch, c, expected = product(rng, 300, 200, 96, ("int8", "int8"))
+    assert launch.variant.name == "mma_int8" and error(c, expected) == 0
+    with pytest.raises(ValueError, match="no xgemm variant multiplies float8_e4m3fn on GPU"):
+        product(rng, 64, 64, 64, (E4M3, E4M3))
 
 
 @pytest.mark.gpu

@@ -34,7 +34,7 @@ def heuristic(m: int, n: int, k: int, dtype: str = "float32", cc: int = 90,
     else the plan takes ``mma``), ``mma`` on sm_80 and
     newer; the same for float32 with ``precision="tf32"`` through ``wgmma_tf32`` or
     ``mma_tf32``, and for float64 through ``dmma`` (the FP64 tensor cores) from sm_80;
-    8-bit inputs (FP8, int8) ``wgmma_8bit``, the one rung that takes them;
+    8-bit inputs (FP8, int8) ``wgmma_8bit`` on sm_90, int8 ``mma_int8`` before it;
     splitk for float32 outputs of few tiles with K >= 4096; for
     outputs of a million elements or more the fastest large-tile rung for the dtype
     (``pipelined`` for float32, ``vectorized`` for the others), for mid-sized ones
@@ -63,8 +63,13 @@ def heuristic(m: int, n: int, k: int, dtype: str = "float32", cc: int = 90,
         return cdiv(m, bm) * cdiv(n, bn) * batch
 
     eight_bit = get_variant("wgmma_8bit")
-    if dtype in eight_bit.dtypes:  # the one rung for 8-bit operands (a GPU it does not run
-        # on is refused by the plan); 128 x 256 tiles, 128 x 128 where those leave SMs idle,
+    if dtype == "int8" and not eight_bit.runs_on(cc):  # int8 before Hopper: rung 19, 64 x 64
+        params = dict(get_variant("mma_int8").defaults)  # tiles where its own leave SMs idle
+        if tiles(params["BM"], params["BN"]) < sms:      # (as for mma; not measured)
+            params.update(BM=64, BN=64, WM=32, WN=32)
+        return "mma_int8", params
+    if dtype in eight_bit.dtypes:  # the 8-bit rung on sm_90 (for FP8 elsewhere the plan
+        # says no rung runs there); 128 x 256 tiles, 128 x 128 where those leave SMs idle,
         # with 4 stages (at 4096^3, FP8: 0.95x torch._scaled_mm against 0.77x with 3;
         # evidence/wgmma_8bit.txt; the small products this serves were not measured)
         params = dict(eight_bit.defaults)

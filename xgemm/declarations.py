@@ -463,6 +463,25 @@ register(Variant(
     b_layouts=("col",),
 ))
 
+# Rung 19: rung 12 on int8 operands, for GPUs from sm_80 (rung 18 runs on sm_90 only).
+# BK counts int8 values: 64 of them are the 64 bytes of rung 12's 32 halves. 64 x 32 warp
+# tiles: with 64 x 64, ptxas spills the unaligned copy path of an int32 C on sm_80.
+register(Variant(
+    name="mma_int8",
+    adds="rung 12 for int8 on GPUs before Hopper: mma.sync m16n8k32 into exact int32 sums;"
+         " K-major operands; scales in the epilogue as in rung 18",
+    **{**MMA,
+       "template": "gemm/19_mma_int8.cu.j2",
+       "defaults": {"BM": 128, "BN": 128, "BK": 64, "WM": 64, "WN": 32, "STAGES": 3, "GROUP": 8},
+       "space": {"BM": [64, 128], "BN": [64, 128], "BK": [64, 128], "WM": [32, 64],
+                 "WN": [32, 64], "STAGES": [3, 4], "GROUP": [8]},
+       # rung 12's rule against 64-deep phases of 64 x 64 warp tiles, in bytes
+       "constraints": [rule.replace("BK == 32", "BK == 64") for rule in MMA["constraints"]],
+       "extra_args": ("scale_a", "scale_b"), "dtypes": ("int8",)},
+    a_layouts=("row",),
+    b_layouts=("col",),
+))
+
 # -- The memory-bound families (xgemm.memory_bound): the lectures' other shared-memory kernels. --
 # Their yardstick is the device's copy bandwidth. Expressions use M and N for the rows and
 # columns of the input (a 1-D input of reverse: N; sum: N elements in each of M segments).
