@@ -29,8 +29,8 @@ def jobs():
         home = "float32" if "float32" in v.dtypes else v.dtypes[0]  # as tests/test_gpu.py
         if set(v.dtypes) <= set(EIGHT_BIT):  # as tests/test_eight_bit.py: int8 and e4m3
             for dtype in v.dtypes[:2]:       # at every point, then every dtype's compile check
-                for point in v.points(dtype):
-                    yield name, point, Spec(dtype, **first)
+                for point, flags in itertools.product(v.points(dtype), flag_sets):
+                    yield name, point, Spec(dtype, **first, flags=flags)
             for dtype in v.dtypes:
                 for spec in v.specs(dtype):
                     yield name, v.resolve({}, dtype), spec
