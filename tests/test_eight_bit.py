@@ -351,8 +351,8 @@ def test_int32_sums_are_exact_beyond_float(rng):
     """Positive int8 values over K = 8192: sums past 2^24, where float32 would round."""
     import cupy
 
-    a = cupy.asarray(rng.array((64, 8192)).get() > 9, cupy.int8) * 27 + 100  # 100 or 127
-    b = (cupy.asarray(rng.array((64, 8192)).get() > 9, cupy.int8) * 27 + 100).T
+    a = cupy.asarray(rng.array((64, 8192)).get() > 0, cupy.int8) * 27 + 100  # 100 or 127
+    b = (cupy.asarray(rng.array((64, 8192)).get() > 0, cupy.int8) * 27 + 100).T
     expected = a.astype(cupy.int64) @ b.astype(cupy.int64)
     assert int(expected.min()) > 2**24
     assert bool((xgemm.matmul(a, b) == expected).all()), f"seed {rng.seed}"
@@ -360,8 +360,8 @@ def test_int32_sums_are_exact_beyond_float(rng):
 
 @pytest.mark.gpu
 def test_pytorch_float8_tensors(rng):
-    """PyTorch float8 tensors are read as they are (their dtype names the format), on
-    PyTorch's stream, and agree with torch._scaled_mm on the same data and scales."""
+    """PyTorch float8 tensors are read as they are (their dtype names the format) and agree
+    with torch._scaled_mm on the same data and scales."""
     torch = pytest.importorskip("torch")
 
     a = torch.randn(257, 512, device="cuda").to(torch.float8_e4m3fn)
@@ -382,7 +382,27 @@ def test_pytorch_float8_tensors(rng):
 
 
 @pytest.mark.gpu
-def test_bad_8_bit_calls_are_refused_before_launch(rng):
+def test_what_a_plan_does_not_hold_is_checked_on_every_call(rng):
+    """A plan's signature holds neither alpha nor scale numbers: a call that finds the plan
+    of an int32 product, or of a float one, is still refused what those cannot take."""
+    import cupy
+
+    a, b = quantised(rng, (8, 32), "int8"), quantised(rng, (32, 16), "int8", "F")
+    xgemm.matmul(a, b, scale_a=1.0)
+    with pytest.raises(ValueError, match="int8 product stored as int32 is the exact sums"):
+        xgemm.matmul(a, b, scale_a=2.0)
+    c = cupy.zeros((8, 16), cupy.int32)
+    xgemm.gemm(a, b, c)
+    with pytest.raises(ValueError, match="scales and alpha other than 1 need a float output"):
+        xgemm.gemm(a, b, c, alpha=2.0)
+    x = rng.array((8, 32), "float16")
+    xgemm.matmul(x, x.T)
+    with pytest.raises(TypeError, match="scale_a and scale_b are an 8-bit product's"):
+        xgemm.matmul(x, x.T, scale_a=1.0)
+
+
+@pytest.mark.gpu
+def test_bad_8_bit_calls_are_refused(rng):
     import cupy
 
     a, b = quantised(rng, (8, 32), "int8"), quantised(rng, (32, 16), "int8", "F")

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from .checks import AUTO, Scales, check_scalar, parse_activation, split_scales
 from .launch import run
-from .plan import PLANS, Plan, build, call_key
+from .plan import PLANS, Plan, build, call_key, check_factor
 from .registry import Spec, get_variant
 
 if TYPE_CHECKING:
@@ -35,6 +35,8 @@ def _planned(a: Any, b: Any, variant: str, target: Any, target_name: str, bias: 
                    out_dtype, target_name == "c" and beta != 0.0, formats, scales)
     plan = PLANS.get(key) if key is not None else None
     if plan is not None:
+        if scales is not None or alpha != 1.0:  # what the key does not hold
+            check_factor(plan.spec.dtype, plan.spec.c_dtype, alpha, scales)
         return plan, (a, b, target, bias, *((scales.a, scales.b) if scales else (None, None)))
     plan, arrays = build(a, b, variant, target, target_name, bias, activation, precision,
                          out_dtype, alpha, beta, params, formats, scales)
@@ -45,6 +47,14 @@ def _planned(a: Any, b: Any, variant: str, target: Any, target_name: str, bias: 
     if key is not None:
         PLANS.put(key, plan)
     return plan, arrays
+
+
+def _scales(scale_a: Any, scale_b: Any, formats: Any) -> Scales | None:
+    """The call's scales, or None where it names none and no format (a float product: its
+    plan's signature then needs nothing more)."""
+    if scale_a is None and scale_b is None and formats is None:
+        return None
+    return split_scales(scale_a, scale_b)
 
 
 def matmul(a: Any, b: Any, variant: str = DEFAULT_VARIANT, out: Any = None,
@@ -168,11 +178,11 @@ def gemm(a: Any, b: Any, c: Any, alpha: float = 1.0, beta: float = 0.0, *,
         raise TypeError("gemm needs c, the array it updates in place; for a new array use "
                         "xgemm.matmul")
     alpha, beta = check_scalar("alpha", alpha), check_scalar("beta", beta)
-    scales = split_scales(scale_a, scale_b)
+    scales = _scales(scale_a, scale_b, formats)
     plan, (a, b, c, bias, sa, sb) = _planned(a, b, variant, c, "c", bias, activation,
                                              precision, None, alpha, beta, params, formats,
                                              scales)
-    return run(plan, a, b, c, bias, alpha * scales.factor, beta, sa, sb)
+    return run(plan, a, b, c, bias, alpha * (scales.factor if scales else 1.0), beta, sa, sb)
 
 
 class Launch:
@@ -248,10 +258,10 @@ def prepare(a: Any, b: Any, variant: str = DEFAULT_VARIANT, out: Any = None,
         raise ValueError("give out= (matmul) or c= (gemm), not both")
     alpha, beta = check_scalar("alpha", alpha), check_scalar("beta", beta)
     target, name = (c, "c") if c is not None else (out, "out")
-    scales = split_scales(scale_a, scale_b)
+    scales = _scales(scale_a, scale_b, formats)
     plan, arrays = _planned(a, b, variant, target, name, bias, activation, precision,
                             out_dtype, alpha, beta, params, formats, scales)
-    return Launch(plan, arrays, alpha * scales.factor, beta)
+    return Launch(plan, arrays, alpha * (scales.factor if scales else 1.0), beta)
 
 
 def source(variant: str, dtype: str = "float32", *, a_col: bool = False, b_col: bool | None = None,

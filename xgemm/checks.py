@@ -442,6 +442,7 @@ class Scales:
     factor: float          # the numbers' product: alpha is multiplied by it
     a: Any                 # GPU arrays, or None
     b: Any
+    given: bool = True     # whether the call gave a scale at all (a number of 1 too)
 
 
 def split_scales(scale_a: Any, scale_b: Any) -> Scales:
@@ -452,6 +453,7 @@ def split_scales(scale_a: Any, scale_b: Any) -> Scales:
     0.5
     """
     factor, arrays = 1.0, []
+    given = scale_a is not None or scale_b is not None
     for name, scale in (("scale_a", scale_a), ("scale_b", scale_b)):
         if scale is None or isinstance(scale, (int, float, np.integer, np.floating)) and (
                 not isinstance(scale, bool)):
@@ -460,7 +462,7 @@ def split_scales(scale_a: Any, scale_b: Any) -> Scales:
         else:
             meta(scale, name)  # a host array or something else: TypeError
             arrays.append(scale)
-    return Scales(factor, *arrays)
+    return Scales(factor, *arrays, given)
 
 
 def scaling(name: str, found: Meta, rows: int) -> str:

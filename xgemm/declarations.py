@@ -463,12 +463,12 @@ register(Variant(
     b_layouts=("col",),
 ))
 
-# Rung 19: rung 12 on int8 operands, for GPUs from sm_80 (rung 18 runs on sm_90 only).
+# Rung 19: rung 12 on int8 operands, for GPUs from sm_80 but sm_90 (rung 18's, sm_90a only).
 # BK counts int8 values: 64 of them are the 64 bytes of rung 12's 32 halves. 64 x 32 warp
 # tiles: with 64 x 64, ptxas spills the unaligned copy path of an int32 C on sm_80.
 register(Variant(
     name="mma_int8",
-    adds="rung 12 for int8 on GPUs before Hopper: mma.sync m16n8k32 into exact int32 sums;"
+    adds="rung 12 for int8 on GPUs without wgmma: mma.sync m16n8k32 into exact int32 sums;"
          " K-major operands; scales in the epilogue as in rung 18",
     **{**MMA,
        "template": "gemm/19_mma_int8.cu.j2",

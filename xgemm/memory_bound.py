@@ -23,7 +23,7 @@ from .compile import get_kernel
 from .gpu import multiprocessors
 from .launch import to_cupy
 from .plan import check_device_limits, transpose_launch
-from .registry import DTYPES, FAMILY_DEFAULTS, Spec, Variant, get_variant
+from .registry import FAMILY_DEFAULTS, WIDE_DTYPES, Spec, Variant, get_variant
 
 if TYPE_CHECKING:
     import cupy
@@ -91,8 +91,8 @@ def _planner(family: str, rules: Callable[..., None]):
 
     def check(shape: tuple[int, ...], dtype: Any, args: tuple, kwargs: dict) -> None:
         name = dtype_name(dtype)
-        if name not in DTYPES:
-            raise TypeError(f"x has dtype {name}; xgemm.{family} takes {', '.join(DTYPES)}")
+        if name not in WIDE_DTYPES:
+            raise TypeError(f"x has dtype {name}; xgemm.{family} takes {', '.join(WIDE_DTYPES)}")
         rules(tuple(shape), name, *args, **kwargs)
 
     def wrap(plan: Callable[..., Run]) -> Callable[..., Run]:

@@ -105,10 +105,13 @@ def check_arch(v: Variant, dtype: str, device: int) -> None:
         able = [name for name in variants() if dtype in get_variant(name).dtypes
                 and get_variant(name).runs_on(cc)]
         if not able:
+            rungs = [get_variant(name) for name in variants() if dtype in get_variant(name).dtypes]
             raise ValueError(
                 f"no xgemm variant multiplies {dtype} on GPU {device} (compute capability "
-                f"{cc / 10:.1f}): {dtype} products run on {v.name!r}, built for {v.target} "
-                "(Hopper) only in this version")
+                f"{cc / 10:.1f}): {dtype} products run on " + " or ".join(
+                    f"{r.name!r} (built for {r.target} only)" if r.target
+                    else f"{r.name!r} (compute capability {r.min_cc / 10:.1f} or newer)"
+                    for r in rungs))
         needs = (f"compute capability {v.min_cc / 10:.1f}" + (
             f" exactly (it is built for {v.target})" if v.target and v.target.endswith("a")
             else " or newer"))
@@ -354,6 +357,10 @@ def call_key(a: Any, b: Any, target: Any, target_name: str, bias: Any, variant: 
     if key[0] is None or key[1] is None:
         return None
     if formats is not None or scales is not None:  # 8-bit products
+        if not (formats is None or isinstance(formats, str) or (
+                isinstance(formats, (tuple, list))
+                and all(f is None or isinstance(f, str) for f in formats))):
+            return None  # not a format's name: the checks say so
         scale_keys = tuple(None if x is None else array_key(x)
                            for x in ((scales.a, scales.b) if scales else (None, None)))
         if any(x is not None and k is None for x, k in zip(
@@ -412,17 +419,11 @@ def build(a: Any, b: Any, variant: str, target: Any, target_name: str, bias: Any
         raise ValueError(f"precision='tf32' lets float32 inputs run as TF32; a and b are {dtype}:"
                          " leave precision out")
     c_dtype = output_dtype(dtype, out_dtype, target, target_name)
-    scales = scales or Scales(1.0, None, None)
+    scales = scales or Scales(1.0, None, None, given=False)
+    check_factor(dtype, c_dtype, alpha, scales)
     sa = sb = None
     if dtype in EIGHT_BIT:
         sa, sb, scalings = _check_scales(scales, shapes)
-        if c_dtype == "int32" and alpha * scales.factor != 1.0:
-            raise ValueError("an int8 product stored as int32 is the exact sums: scales and "
-                             "alpha other than 1 need a float output (out_dtype='float32', "
-                             "'bfloat16' or 'float16')")
-    elif scales.a is not None or scales.b is not None or scales.factor != 1.0:
-        raise TypeError(f"scale_a and scale_b are an 8-bit product's quantisation scales; a and "
-                        f"b are {dtype}: for a scaled product of them use xgemm.gemm's alpha")
     else:
         scalings = ("none", "none")
     ctarget = None
@@ -451,6 +452,21 @@ def build(a: Any, b: Any, variant: str, target: Any, target_name: str, bias: Any
         plan = _lay_out(ca, cb, v, params, shapes, dtype, c_dtype, device, act, precision,
                         ctarget, cbias, read_c, framework(type(a)) or "cupy", spec_extras)
     return plan, (a, b, target, bias, sa, sb)
+
+
+def check_factor(dtype: str, c_dtype: str, alpha: float, scales: Scales | None) -> None:
+    """What a plan's signature does not say of a call, checked on every call that gives
+    it: scales only for 8-bit inputs; no alpha and no scale numbers other than 1 for an
+    int32 C (its kernel stores the exact sums and reads neither)."""
+    if dtype in EIGHT_BIT:
+        factor = alpha * (scales.factor if scales is not None else 1.0)
+        if c_dtype == "int32" and factor != 1.0:
+            raise ValueError("an int8 product stored as int32 is the exact sums: scales and "
+                             "alpha other than 1 need a float output (out_dtype='float32', "
+                             "'bfloat16' or 'float16')")
+    elif scales is not None and scales.given:
+        raise TypeError(f"scale_a and scale_b are an 8-bit product's quantisation scales; a and "
+                        f"b are {dtype}: for a scaled product of them use xgemm.gemm's alpha")
 
 
 def _torch_formats(a: Any, b: Any, formats: Any) -> Any:

@@ -42,7 +42,8 @@ class DType:
     itemsize: int
 
 
-#: The dtypes xgemm multiplies, by NumPy name. The 16-bit types accumulate in float.
+#: The dtypes xgemm multiplies, by NumPy name (the 8-bit formats below join them: by
+#: PyTorch's name, as CuPy holds FP8 as uint8). The 16-bit types accumulate in float.
 DTYPES = {
     "float32": DType("float", "float", 4),
     "float64": DType("double", "double", 8),
