@@ -164,10 +164,14 @@ def relative_error(c, a, b) -> float:
 
 
 def poisoned(*shape, dtype: str = "float32"):
-    """An output buffer full of NaN, so an element the kernel never writes shows up."""
+    """An output buffer full of NaN, so an element the kernel never writes shows up (an
+    integer one: its most negative value, which no sum in the tests reaches)."""
     import cupy
 
-    return cupy.full(shape, cupy.nan, dtype=cupy.float32).astype(cupy_dtype(dtype))
+    kind = cupy_dtype(dtype)
+    if kind.kind == "i":
+        return cupy.full(shape, np.iinfo(kind).min, dtype=kind)
+    return cupy.full(shape, cupy.nan, dtype=cupy.float32).astype(kind)
 
 
 def home_dtype(name: str) -> str:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import FakeGpuArray
+from conftest import FakeGpuArray, frobenius_error, poisoned
 
 import xgemm
 from xgemm.checks import Meta, input_dtypes, output_dtype, scaling
@@ -137,30 +137,11 @@ def decoded(x, fmt):
     return table[x]
 
 
-def poisoned(shape, dtype):
-    """An output full of NaN (int32: its most negative value, which no sum here reaches)."""
-    import cupy
-
-    if dtype == "int32":
-        return cupy.full(shape, np.iinfo(np.int32).min, dtype=cupy.int32)
-    from xgemm.registry import numpy_dtype
-
-    return cupy.full(shape, cupy.nan, dtype=cupy.float32).astype(numpy_dtype(dtype))
-
-
-def error(c, expected) -> float:
-    import cupy
-
-    diff = float(cupy.linalg.norm((c.astype(cupy.float64) - expected).ravel()))
-    scale = float(cupy.linalg.norm(expected.ravel()))
-    return diff / scale if scale > 0 else diff
-
-
 def product(rng, m, n, k, pair, out_dtype=None, a_order="C", b_order="F", **kwargs):
     """Run one product of fresh inputs; returns (launch, result, expected)."""
     a, b = quantised(rng, (m, k), pair[0], a_order), quantised(rng, (k, n), pair[1], b_order)
     out_dtype = out_dtype or EIGHT_BIT_OUTPUTS[pair[0]][0]
-    c = poisoned((m, n), out_dtype)
+    c = poisoned(m, n, dtype=out_dtype)
     formats = None if pair[0] == "int8" else pair
     launch = xgemm.prepare(a, b, out=c, formats=formats, **kwargs)
     assert launch() is c
@@ -184,7 +165,7 @@ def test_formats_outputs_and_odd_shapes(rng, pair):
             launch, c, expected = product(rng, m, n, k, pair, out_dtype, scale_a=scale)
             assert launch.variant.name == NAME
             assert launch.copies == (("a", "b") if k % 16 else ())
-            err = error(c, scale * expected)
+            err = frobenius_error(c, scale * expected)
             assert err <= TOLERANCE[out_dtype], (
                 f"{pair} -> {out_dtype} {m}x{n}x{k}: error {err} (seed {rng.seed})")
 
@@ -203,7 +184,8 @@ def test_every_point_of_the_space(rng, name, dtype, params):
     for m, n, k in [(127, 129, 255), (256, 512, 128), (4097, 2049, 129)]:
         _, c, expected = product(rng, m, n, k, (dtype, dtype), variant=name, **params)
         out_dtype = EIGHT_BIT_OUTPUTS[dtype][0]
-        assert error(c, expected) <= TOLERANCE[out_dtype], f"{m}x{n}x{k} (seed {rng.seed})"
+        err = frobenius_error(c, expected)
+        assert err <= TOLERANCE[out_dtype], f"{m}x{n}x{k}: error {err} (seed {rng.seed})"
 
 
 @pytest.mark.gpu
@@ -219,7 +201,7 @@ def test_mma_int8_outputs_scales_and_epilogue(rng):
             launch, c, expected = product(rng, m, n, k, ("int8", "int8"), out_dtype,
                                           variant="mma_int8", scale_a=scale)
             assert launch.copies == ()
-            err = error(c, scale * expected)
+            err = frobenius_error(c, scale * expected)
             assert err <= TOLERANCE[out_dtype], f"{out_dtype} {m}x{n}x{k}: {err} (seed {rng.seed})"
     m, n, k = 129, 200, 130
     rows, cols = rng.array((m,)) ** 2 + 0.5, rng.array((1, n)) ** 2 + 0.5
@@ -228,7 +210,8 @@ def test_mma_int8_outputs_scales_and_epilogue(rng):
                              scale_a=rows, scale_b=cols, bias=bias, activation="silu")
     pre = rows.astype(cupy.float64)[:, None] * expected * cols.astype(cupy.float64) \
         + bias.astype(cupy.float64)
-    assert error(c, pre / (1 + cupy.exp(-pre))) <= TOLERANCE["bfloat16"], f"seed {rng.seed}"
+    err = frobenius_error(c, pre / (1 + cupy.exp(-pre)))
+    assert err <= TOLERANCE["bfloat16"], f"error {err} (seed {rng.seed})"
 
 
 @pytest.mark.gpu
@@ -239,7 +222,7 @@ def test_int8_before_hopper(rng, monkeypatch, fresh_plans):
 
     monkeypatch.setattr(xgemm.gpu, "compute_capability", lambda device: 80)
     launch, c, expected = product(rng, 300, 200, 96, ("int8", "int8"))
-    assert launch.variant.name == "mma_int8" and error(c, expected) == 0
+    assert launch.variant.name == "mma_int8" and frobenius_error(c, expected) == 0
     with pytest.raises(ValueError, match="no xgemm variant multiplies float8_e4m3fn on GPU"):
         product(rng, 64, 64, 64, (E4M3, E4M3))
 
@@ -262,11 +245,11 @@ def test_layouts_read_in_place_or_copied(rng):
              ("negative strides", quantised(rng, (m, k), E4M3)[::-1],
               quantised(rng, (k, n), E4M3, "F")[:, ::-1], ("a", "b"))]
     for label, a, b, copies in cases:
-        c = poisoned((m, n), "bfloat16")
+        c = poisoned(m, n, dtype="bfloat16")
         launch = xgemm.prepare(a, b, out=c, formats=E4M3)
         assert launch.copies == copies, label
         launch()
-        err = error(c, decoded(a, E4M3) @ decoded(b, E4M3))
+        err = frobenius_error(c, decoded(a, E4M3) @ decoded(b, E4M3))
         assert err <= TOLERANCE["bfloat16"], f"{label}: error {err} (seed {rng.seed})"
 
 
@@ -287,7 +270,7 @@ def test_scales(rng, pair, out_dtype):
                                       scale_b=scale_b)
         sa, sb = (cupy.asarray(s, cupy.float64).reshape(shape)
                   for s, shape in ((scale_a, (-1, 1)), (scale_b, (1, -1))))
-        err = error(c, sa * expected * sb)
+        err = frobenius_error(c, sa * expected * sb)
         assert err <= TOLERANCE[out_dtype], (
             f"scales {type(scale_a).__name__} {getattr(scale_a, 'shape', '')}: error {err} "
             f"(seed {rng.seed})")
@@ -304,7 +287,7 @@ def test_epilogue_after_the_scales(rng):
     launch, c, expected = product(rng, m, n, k, (E4M3, E5M2), scale_a=0.5, bias=bias,
                                   activation="relu")
     expected = cupy.maximum(0.5 * expected + bias.astype(cupy.float64), 0)
-    assert error(c, expected) <= TOLERANCE["bfloat16"], f"seed {rng.seed}"
+    assert frobenius_error(c, expected) <= TOLERANCE["bfloat16"], f"seed {rng.seed}"
 
     a, b = quantised(rng, (m, k), "int8"), quantised(rng, (k, n), "int8", "F")
     c = rng.array((m, n))
@@ -312,7 +295,7 @@ def test_epilogue_after_the_scales(rng):
     expected = (2.0 * (decoded(a, "int8") @ decoded(b, "int8")) * scale_b.astype(cupy.float64)
                 + 0.5 * c.astype(cupy.float64))
     assert xgemm.gemm(a, b, c, alpha=2.0, beta=0.5, scale_b=scale_b) is c
-    assert error(c, expected) <= TOLERANCE["float32"], f"seed {rng.seed}"
+    assert frobenius_error(c, expected) <= TOLERANCE["float32"], f"seed {rng.seed}"
 
 
 @pytest.mark.gpu
@@ -326,13 +309,13 @@ def test_batches(rng):
     launch = xgemm.prepare(a, b, formats=E4M3)
     assert len(launch.grids) == 1 and launch.copies == ()
     expected = decoded(a, E4M3) @ decoded(b, E4M3)
-    assert error(launch(), expected) <= TOLERANCE["bfloat16"], f"seed {rng.seed}"
+    assert frobenius_error(launch(), expected) <= TOLERANCE["bfloat16"], f"seed {rng.seed}"
 
     a = quantised(rng, (2, 65, 100), "int8")
     b = cupy.swapaxes(quantised(rng, (2, 33, 100), "int8"), -1, -2)  # (2, K, N) column-major
     c = xgemm.matmul(a, b)
     assert c.shape == (2, 65, 33) and c.dtype == cupy.int32
-    assert error(c, decoded(a, "int8") @ decoded(b, "int8")) == 0, f"seed {rng.seed}"
+    assert frobenius_error(c, decoded(a, "int8") @ decoded(b, "int8")) == 0, f"seed {rng.seed}"
 
 
 @pytest.mark.gpu

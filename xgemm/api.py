@@ -141,15 +141,11 @@ def matmul(a: Any, b: Any, variant: str = DEFAULT_VARIANT, out: Any = None,
         >>> bool(cp.allclose(y, cp.maximum(a @ w.T + bias, 0), rtol=1e-4, atol=1e-4))
         True
     """
-    if scale_a is None and scale_b is None and formats is None:  # the common case
-        plan, (a, b, out, bias, _, _) = _planned(a, b, variant, out, "out", bias, activation,
-                                                 precision, out_dtype, 1.0, 0.0, params)
-        return run(plan, a, b, out, bias, 1.0, 0.0)
-    scales = split_scales(scale_a, scale_b)
+    scales = _scales(scale_a, scale_b, formats)
     plan, (a, b, out, bias, sa, sb) = _planned(a, b, variant, out, "out", bias, activation,
                                                precision, out_dtype, 1.0, 0.0, params, formats,
                                                scales)
-    return run(plan, a, b, out, bias, scales.factor, 0.0, sa, sb)
+    return run(plan, a, b, out, bias, scales.factor if scales else 1.0, 0.0, sa, sb)
 
 
 def gemm(a: Any, b: Any, c: Any, alpha: float = 1.0, beta: float = 0.0, *,
