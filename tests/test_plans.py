@@ -275,6 +275,8 @@ def test_a_call_captured_in_a_cuda_graph_replays(rng, name, dtype):
         pytest.skip("wgmma needs an sm_90 GPU")
     a, b = rng.array((256, 192), dtype), rng.array((192, 128), dtype)
     out = poisoned(256, 128, dtype=dtype)
+    # made on the default stream, which a non-blocking stream does not wait for
+    cupy.cuda.get_current_stream().synchronize()
     stream = cupy.cuda.Stream(non_blocking=True)
     with stream:
         xgemm.matmul(a, b, variant=name, out=out)  # plans and compiles outside the capture
