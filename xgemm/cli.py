@@ -59,9 +59,18 @@ def _parser() -> argparse.ArgumentParser:
                             "call (64^3, float32/float16/bfloat16, CuPy and PyTorch inputs, "
                             "with and without out=) and queued time per call (1024^3, "
                             "16x4096x4096), beside cupy.matmul and torch.matmul")
-    bench.add_argument("--suite", choices=PARTS,
+    bench.add_argument("--suite", choices=(*PARTS, "random", "models"),
                        help="auto against cuBLAS on one part of the practitioner's suite "
-                            "(xgemm.suite): kernel time and queued time per call")
+                            "(xgemm.suite): kernel time and queued time per call; 'random' "
+                            "(a seeded sample of shapes) and 'models' (public models' "
+                            "linears) in --dtype (--precision tf32), with auto's regret "
+                            "(xgemm.generalisation)")
+    bench.add_argument("--seed", type=int, default=1, help="--suite random: the sample's seed")
+    bench.add_argument("--count", type=int, default=36,
+                       help="--suite random: how many shapes")
+    bench.add_argument("--no-regret", dest="regret", action="store_false",
+                       help="--suite random/models: time auto and cuBLAS only, not every "
+                            "candidate (no regret)")
     bench.add_argument("--dtype", default="float32",
                        choices=["float32", "float64", "float16", "bfloat16"])
     bench.add_argument("--precision", choices=["tf32"],
@@ -92,6 +101,18 @@ def _parser() -> argparse.ArgumentParser:
     tune.add_argument("--clear", action="store_true", help="empty the tuning file first")
     tune.add_argument("--csv", help="write every point of every shape as CSV")
     _strategy(tune)
+
+    calibrate = sub.add_parser(
+        "calibrate", help="fit the cost model's constants from suites with regret",
+        description="Fit auto's cost model (xgemm.cost) to every candidate's time in "
+        "`xgemm bench --suite random --json` runs (each part of one seed, regret on), and "
+        "write the GPU's calibration file. Needs no GPU. Point XGEMM_CALIBRATION at the "
+        "file to use it.")
+    calibrate.add_argument("json", nargs="+", help="suite files written by --suite random")
+    calibrate.add_argument("--out", required=True, help="the calibration file to write")
+    calibrate.add_argument("--bandwidth", type=float,
+                           help="the GPU's DRAM bandwidth, bytes/s (default: the files' "
+                                "measured copy bandwidth, else 3.0e12)")
 
     plot = sub.add_parser("plot", help="draw the figures from a saved --json")
     plot.add_argument("json", help="a file written by xgemm bench --json")
@@ -297,7 +318,53 @@ def _bench_overhead(args: argparse.Namespace) -> int:
     return 0
 
 
+def _bench_generalisation(args: argparse.Namespace) -> int:
+    if args.family or args.sizes or args.shapes or args.variants or args.overhead \
+            or args.csv or args.plot or args.roofline:
+        _usage_error(f"--suite {args.suite} draws its own cases; it takes --dtype, "
+                     "--precision, --seed, --count, --no-regret, --repeat and --json")
+    part = "tf32" if args.precision == "tf32" else args.dtype
+    os.environ["CUPY_TF32"] = "1" if part == "tf32" else "0"
+    if not _need_gpu("bench"):
+        return 2
+    from . import bench, generalisation, overhead
+
+    if args.suite == "random":
+        cases, seed = generalisation.random_cases(args.seed, args.count), args.seed
+    else:
+        cases, seed = generalisation.model_cases(), None
+    machine = bench.machine_info(measure=False)
+    bar = _progress(len(cases))
+    rows: list = []
+
+    def save() -> None:  # after every row: a run cut short keeps what it measured
+        if bar:
+            bar.update()
+        if args.json:
+            import json
+
+            with open(args.json, "w") as f:
+                json.dump({"machine": machine, "suite": args.suite, "part": part,
+                           "summary": generalisation.summary(rows, seed), "rows": rows},
+                          f, indent=1)
+                f.write("\n")
+
+    generalisation.run(part, cases, regret=args.regret, repeat=min(args.repeat, 10),
+                       rows=rows, progress=save)
+    if bar:
+        bar.close()
+    summary = generalisation.summary(rows, seed)
+    columns = ("case", "variant", "auto_ms", "cublas_ms", "x_kernel", "x_call", "regret",
+               "status")
+    print(overhead.table([{c: r.get(c) for c in columns} for r in rows]))
+    print(" ".join(f"{k}={v:.3f}" if isinstance(v, float) else f"{k}={v}"
+                   for k, v in summary.items()))
+    return 0 if all(row.get("status") == "ok" for row in rows) else 1
+
+
 def _bench_suite(args: argparse.Namespace) -> int:
+    if args.suite in ("random", "models"):
+        return _bench_generalisation(args)
     if args.family or args.sizes or args.shapes or args.variants or args.precision \
             or args.overhead or args.csv or args.plot or args.roofline:
         _usage_error("--suite measures its own cases; it takes --repeat and --json only")
@@ -417,6 +484,31 @@ def _readme(args: argparse.Namespace) -> int:
     return 0
 
 
+def _calibrate(args: argparse.Namespace) -> int:
+    import json
+
+    from . import cost
+
+    rows, machine = [], {}
+    for path in args.json:
+        with open(path) as f:
+            data = json.load(f)
+        rows += data.get("rows", [])
+        machine = data.get("machine", machine)
+    bandwidth = args.bandwidth or (machine.get("copy_bandwidth_gbs") or 3000.0) * 1e9
+    cal, errors = cost.fit(rows, machine.get("gpu", "unknown"),
+                           machine.get("sm_count") or 132, bandwidth)
+    data = cal.to_json()
+    data["fitted_on"] = [os.path.basename(p) for p in args.json]
+    data["rms_log_error"] = errors
+    with open(args.out, "w") as f:
+        json.dump(data, f, indent=1)
+        f.write("\n")
+    fitted = sum(len(points) for points in cal.points.values())
+    print(f"{fitted} candidates fitted from {len(rows)} rows -> {args.out}")
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``xgemm`` command.
 
@@ -426,7 +518,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         commands = {"bench": _bench, "plot": _plot, "sweep": _sweep, "tune": _tune,
-                    "report": _readme}
+                    "report": _readme, "calibrate": _calibrate}
         return commands[args.command](args)
     except (ValueError, RuntimeError, OSError) as exc:
         print(f"xgemm {args.command}: {exc}", file=sys.stderr)

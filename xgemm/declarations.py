@@ -32,6 +32,7 @@ register(Variant(
     name="naive",
     template="gemm/01_naive.cu.j2",
     adds="one thread per output; threadIdx.x walks rows, so warps read A and write C strided",
+    tile_shape=("block", "block", "1"),
     defaults={"block": 8},
     space={"block": [8, 16, 32]},
     constraints=[],
@@ -43,6 +44,7 @@ register(Variant(
     name="coalesced",
     template="gemm/02_coalesced.cu.j2",
     adds="threadIdx.x walks columns: a warp reads a contiguous row of B and writes one of C",
+    tile_shape=("block", "block", "1"),
     defaults={"block": 32},
     space={"block": [8, 16, 32]},
     constraints=[],
@@ -54,6 +56,8 @@ register(Variant(
     name="tiled",
     template="gemm/03_tiled.cu.j2",
     adds="tile x tile blocks stage A and B in shared memory: each global load is used tile times",
+    tile_shape=("tile", "tile", "tile"),
+    candidates=[{}],
     defaults={"tile": 16},
     space={"tile": [8, 16, 32]},
     constraints=[],
@@ -66,6 +70,7 @@ register(Variant(
     name="coarse1d",
     template="gemm/04_coarse1d.cu.j2",
     adds="each thread computes TM outputs of a column: one B load from shared memory feeds TM FMAs",
+    candidates=[{}],
     defaults={"BM": 32, "BN": 64, "BK": 8, "TM": 16},
     space={"BM": [32, 64, 128], "BN": [32, 64, 128], "BK": [8, 16, 32], "TM": [4, 8, 16]},
     constraints=[
@@ -106,6 +111,7 @@ register(Variant(
     name="vectorized",
     template="gemm/06_vectorized.cu.j2",
     adds="16-byte global loads and stores, A transposed in shared memory, 16-byte fragment reads",
+    candidates=[{}],
     defaults={"BM": 128, "BN": 128, "BK": 16, "TM": 8, "TN": 8},
     space={"BM": [64, 128], "BN": [64, 128], "BK": [8, 16], "TM": [4, 8], "TN": [4, 8]},
     constraints=[
@@ -127,6 +133,7 @@ register(Variant(
     name="transposed_b",
     template="gemm/07_transposed_b.cu.j2",
     adds="reads B as B^T (column-major B, e.g. w.T) with coalesced loads and a padded tile",
+    tile_shape=("tile", "tile", "tile"),
     defaults={"tile": 16},
     space={"tile": [8, 16, 32]},
     constraints=[],
@@ -160,6 +167,7 @@ register(Variant(
     name="warptile",
     template="gemm/08_warptile.cu.j2",
     adds="block tile -> warp tile -> thread tile: a warp's fragment reads are few broadcasts",
+    candidates=[{}],
     defaults={"BM": 128, "BN": 128, "BK": 16, "WM": 64, "WN": 32, "WNITER": 2, "TM": 8, "TN": 4,
               "GROUP": 8},
     space={"BM": [64, 128], "BN": [64, 128], "BK": [8, 16], "WM": [32, 64], "WN": [32, 64],
@@ -178,6 +186,10 @@ register(Variant(
     template="gemm/09_pipelined.cu.j2",
     adds="cp.async through a ring of STAGES tiles in dynamic shared memory: loads overlap math;"
          " fragments double-buffered",
+    # 128 x 256 tiles for large outputs, narrower ones where those leave SMs idle
+    candidates=[{}, {"BN": 128, "STAGES": 2},
+                {"BM": 64, "BN": 128, "WM": 32, "WN": 64, "STAGES": 2},
+                {"BM": 64, "BN": 64, "WM": 32, "WN": 32, "STAGES": 3}],
     defaults={"BM": 128, "BN": 256, "BK": 16, "WM": 64, "WN": 64, "WNITER": 2, "TM": 4, "TN": 4,
               "GROUP": 8, "STAGES": 3},
     space={"BM": [64, 128, 256], "BN": [64, 128, 256], "BK": [8, 16], "WM": [32, 64],
@@ -206,6 +218,7 @@ register(Variant(
     name="splitk",
     template="gemm/10_splitk.cu.j2",
     adds="SPLITS blocks share a tile of C over stretches of K; the last adds the partials in order",
+    candidates=[{"SPLITS": 4}, {"SPLITS": 16}, {"SPLITS": 64}],
     defaults={"BM": 64, "BN": 64, "BK": 16, "WM": 32, "WN": 32, "WNITER": 2, "TM": 4, "TN": 4,
               "GROUP": 1, "STAGES": 3, "SPLITS": 16},
     space={"BM": [64, 128], "BN": [64, 128], "BK": [16], "WM": [32], "WN": [32],
@@ -282,12 +295,14 @@ MMA = dict(
 
 register(Variant(
     name="mma",
+    candidates=[{}, {"BM": 64, "BN": 64, "WM": 32, "WN": 32}],
     adds="mma.sync from ldmatrix on swizzled tiles, fed by a cp.async ring",
     **MMA,
 ))
 
 register(Variant(
     name="mma_tf32",
+    candidates=[{}, {"BM": 64, "BN": 64, "WM": 32, "WN": 32}],
     adds="mma.sync m16n8k8 for float32 inputs as TF32 " + TF32_ADDS,
     **{**MMA, **TF32},
 ))
@@ -310,6 +325,7 @@ HOPPER = dict(
     min_cc=90,
     target="sm_90a",
     dtypes=("float16", "bfloat16"),
+    tile_shape=("BM", "BN", "128 // BYTES"),  # a K step: one 128-byte row of each operand
 )
 # the ring (128 bytes of k per row a stage), its 2 x STAGES mbarriers, 1 KiB to align it
 RING_BYTES = "STAGES * (BM + BN) * 128 + 16 * STAGES + 1024"
@@ -350,12 +366,18 @@ WGMMA = dict(
 
 register(Variant(
     name="wgmma",
+    # 128 x 256 tiles, narrower ones for outputs of few tiles (one m64 warpgroup and a
+    # deeper ring under 128 rows), and blocks sharing the SMs among a batch's products
+    candidates=[{}, {"BN": 128, "STAGES": 6}, {"BM": 64, "BN": 128, "CONSUMERS": 1, "STAGES": 6},
+                {"BM": 64, "BN": 64, "CONSUMERS": 1, "STAGES": 6},
+                {"BN": 128, "STAGES": 6, "SPREAD": 1}],
     adds="C staged in shared memory and written by TMA stores while the next tile runs",
     **WGMMA,
 ))
 
 register(Variant(
     name="wgmma_tf32",
+    candidates=[{}, {"BN": 128}, {"BM": 64, "BN": 128, "CONSUMERS": 1, "STAGES": 6}],
     adds="wgmma for float32 inputs as TF32 " + TF32_ADDS,
     # C of float32 through shared memory would leave room for only two stages of 128 x 256
     **{**WGMMA, **TF32, "defaults": {**WGMMA["defaults"], "STAGES": 4, "TMA_STORE": 0}},
@@ -367,6 +389,7 @@ register(Variant(
     template="gemm/15_dmma.cu.j2",
     adds="rung 12 for float64 on the FP64 tensor cores (mma.sync .f64): each lane loads its"
          " own doubles, so every layout is read in place; padded tiles",
+    candidates=[{}, {"BM": 64, "BN": 64, "WM": 32, "WN": 32}],
     defaults={"BM": 64, "BN": 128, "BK": 8, "WM": 64, "WN": 32, "STAGES": 3, "GROUP": 8},
     space={"BM": [64, 128], "BN": [64, 128], "BK": [8, 16], "WM": [32, 64],
            "WN": [32, 64], "STAGES": [2, 3, 4], "GROUP": [8]},
@@ -407,6 +430,7 @@ register(Variant(
     template="gemm/16_wgmma_splitk.cu.j2",
     adds="rung 13 with K split across blocks (rung 10's idea), for outputs of few tiles such"
          " as few rows: SPLITS blocks a tile, each warp's last adds the partials in order",
+    candidates=[{}, {"SPLITS": 4}, {"BM": 128, "CONSUMERS": 2}],
     defaults={"BM": 64, "BN": 64, "CONSUMERS": 1, "STAGES": 6, "GROUP": 8, "SPLITS": 2},
     # SPLITS 3 and 4 measured slower at 16 x 4096 x 4096, 8 or 10 stages no faster (evidence/
     # wgmma_splitk.txt): the grid stays at SMS blocks, so more splits only walk more tiles
@@ -425,6 +449,7 @@ register(Variant(
     template="gemm/17_wgmma_rows.cu.j2",
     adds="rung 16 for few rows: A's rows are the instruction's n (from 8) and B's columns its"
          " m, so no m64 instruction computes rows that are not there",
+    candidates=[{"BN": 64}, {}, {"SPLITS": 4}, {"BM": 32}],
     defaults={"BM": 16, "BN": 128, "CONSUMERS": 1, "STAGES": 8, "GROUP": 8, "SPLITS": 2},
     space={"BM": [16, 32], "BN": [64, 128], "CONSUMERS": [1, 2], "STAGES": [4, 8],
            "GROUP": [8], "SPLITS": [2, 4]},
@@ -446,6 +471,7 @@ register(Variant(
 # quantisation scales in the epilogue.
 register(Variant(
     name="wgmma_8bit",
+    candidates=[{}, {"BN": 128, "STAGES": 4}],
     adds="rung 14 on FP8 (e4m3, e5m2) or int8 operands: 32 values a 32-byte step, twice the"
          " 16-bit rate; both K-major; per-tensor, per-row and per-column scales in the epilogue",
     **{**WGMMA,
@@ -468,6 +494,7 @@ register(Variant(
 # tiles: with 64 x 64, ptxas spills the unaligned copy path of an int32 C on sm_80.
 register(Variant(
     name="mma_int8",
+    candidates=[{}, {"BM": 64, "BN": 64, "WM": 32, "WN": 32}],
     adds="rung 12 for int8 on GPUs without wgmma: mma.sync m16n8k32 into exact int32 sums;"
          " K-major operands; scales in the epilogue as in rung 18",
     **{**MMA,

@@ -253,6 +253,13 @@ class Variant:
     #: families of ``xgemm.memory_bound`` ("transpose", "reverse", "sum", "stencil"), whose
     #: expressions use M and N for the rows and columns of their input.
     family: str = "gemm"
+    #: The points ``auto`` weighs for this rung (``xgemm.cost``), each as changes to the
+    #: defaults: a handful around them, for the regimes the rung serves. Empty: auto never
+    #: picks it (a rung that a later one of its kind always beats, kept for the ladder).
+    candidates: Sequence[Mapping[str, int]] = ()
+    #: The tile of C one block computes and the K it takes a step: rows, columns, depth,
+    #: as expressions over the parameters and BYTES (the cost model's unit of work).
+    tile_shape: tuple[str, str, str] = ("BM", "BN", "BK")
     kernel_name: str = field(init=False)
     _resolved: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
@@ -453,6 +460,28 @@ class Variant:
             return None
         into, rule = self.transpose_first[operand]
         return into if _eval(rule, {**params, "M": m, "N": n, "K": k, "SMS": sms}) else None
+
+    def candidate_points(self, dtype: str) -> list[Params]:
+        """The resolved points of ``candidates`` that are valid for ``dtype``, in order.
+
+        >>> import xgemm
+        >>> [p["SPLITS"] for p in xgemm.get_variant("splitk").candidate_points("float32")]
+        [4, 16, 64]
+        """
+        if dtype not in self.dtypes:
+            return []
+        points = []
+        for change in self.candidates:
+            point = {**self.defaults, **change}
+            if not self.broken_rules(point, dtype):
+                points.append(point)
+        return points
+
+    def tile(self, params: Mapping[str, int], dtype: str = "float32") -> tuple[int, int, int]:
+        """(rows, columns, K step) of the tile of C one block computes (``tile_shape``)."""
+        names = {**params, "BYTES": DTYPES[dtype].itemsize}
+        rows, cols, step = (_eval(expr, names) for expr in self.tile_shape)
+        return rows, cols, step
 
     def splits_of(self, params: Mapping[str, int]) -> int:
         return _eval(self.splits, params)

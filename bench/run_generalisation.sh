@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# The generalisation suites on a machine with a CUDA GPU (xgemm.generalisation): for each
+# seed and part, `xgemm bench --suite random` (every candidate timed: auto's regret), then,
+# unless MODELS=0, `xgemm bench --suite models` in bfloat16. Each JSON is written as its
+# rows come (a part cut short by its time limit keeps what it measured) into DEST.
+#
+#   SEEDS="2 3" PARTS="float16 bfloat16 float32" bash bench/run_generalisation.sh
+#   COUNT=36            shapes per seed
+#   LIMIT=170           seconds each part may take
+#   DEST=dir            where the JSON go (default: bench/results/$GPU, as run_canonical.sh)
+#   MODELS=0            skip the models suite
+set -u
+export PYTHONUNBUFFERED=1
+export XGEMM_TUNE_CACHE=${XGEMM_TUNE_CACHE:-/tmp/xgemm_tuned.json}  # no tuned entries
+pip install -q --no-deps --no-build-isolation -e . > /tmp/xgemm_install.log 2>&1 \
+  || { cat /tmp/xgemm_install.log; exit 1; }
+DEST=${DEST:-bench/results/h100}
+mkdir -p "$DEST"
+status=0
+for seed in ${SEEDS:-2 3}; do
+  for part in ${PARTS:-float16 bfloat16 float32}; do
+    case $part in
+      tf32) args=(--dtype float32 --precision tf32) ;;
+      *) args=(--dtype "$part") ;;
+    esac
+    timeout "${LIMIT:-170}" python3 -m xgemm bench --suite random --seed "$seed" \
+      --count "${COUNT:-36}" "${args[@]}" --json "$DEST/random_${part}_seed$seed.json" \
+      > "$DEST/random_${part}_seed$seed.txt" 2>&1
+    code=$?
+    echo "== random seed $seed $part: exit $code; $(tail -1 "$DEST/random_${part}_seed$seed.txt")"
+    [ $code = 0 ] || status=$code
+  done
+done
+if [ "${MODELS:-1}" != 0 ]; then
+  timeout "${LIMIT:-170}" python3 -m xgemm bench --suite models --dtype bfloat16 \
+    --no-regret --json "$DEST/models_bfloat16.json" > "$DEST/models_bfloat16.txt" 2>&1
+  code=$?
+  echo "== models bfloat16: exit $code; $(tail -1 "$DEST/models_bfloat16.txt")"
+  [ $code = 0 ] || status=$code
+fi
+exit $status

@@ -1,0 +1,141 @@
+"""The cost model auto picks with (xgemm.cost) and the generalisation suites' arithmetic
+(xgemm.generalisation): no GPU needed."""
+
+import math
+
+import pytest
+
+import xgemm
+from xgemm import cost, generalisation
+from xgemm.cost import Shape
+
+SIXTEEN = ("float16", "bfloat16")
+
+
+def cheapest(m, n, k, dtype="float16", precision=None, layout="NN", batch=1, cc=90):
+    """The candidate the model prices cheapest for a shape read in place."""
+    ranked = cost.ranked(((v, p, Shape(m, n, k, batch, layout))
+                          for v, p in cost.candidates(dtype, precision, cc)), dtype,
+                         precision=precision)
+    return ranked[0]
+
+
+def test_every_candidate_is_a_valid_point_with_constants():
+    cal = cost.calibration()
+    for dtype, key in (("float16", "16-bit"), ("float32", "float32"), ("float64", "float64")):
+        points = cost.candidates(dtype, None, 90)
+        assert points
+        for v, p in points:
+            assert v.resolve(p, dtype) == p
+            assert cost.point_key(v.name, p) in cal.points[key], (v.name, p)
+    # TF32's K-major rungs were measured on the NT shapes of a sample: mma_tf32 on too few
+    assert "wgmma_tf32:" in cal.points["tf32"]
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float32", "float64"])
+@pytest.mark.parametrize("axis", [0, 1, 2])
+def test_estimates_grow_with_each_dimension(dtype, axis):
+    for v, p in cost.candidates(dtype, None, 90):
+        times = []
+        for size in (64, 512, 4096, 16384):
+            dims = [1024, 1024, 1024]
+            dims[axis] = size
+            times.append(cost.estimate(v, p, dtype, Shape(*dims)))
+        assert times == sorted(times), (v.name, p, times)
+
+
+def test_a_copy_costs_time():
+    v = xgemm.get_variant("wgmma")
+    plain = cost.estimate(v, v.defaults, "float16", Shape(4095, 4095, 4095))
+    padded = cost.estimate(v, v.defaults, "float16", Shape(4095, 4095, 4095, padded=(2**25,)))
+    assert padded > plain
+
+
+@pytest.mark.parametrize("dtype", SIXTEEN)
+def test_large_16_bit_products_go_to_wgmma_with_large_tiles(dtype):
+    _, v, p = cheapest(8192, 8192, 8192, dtype)
+    assert v.name == "wgmma" and p["BM"] * p["BN"] >= 128 * 128
+
+
+def test_few_rows_and_long_k_split_k_or_take_rows_as_n():
+    _, v, _ = cheapest(4, 4096, 8192)
+    assert v.name in ("wgmma_rows", "wgmma_splitk")
+
+
+def test_float32_at_scale_takes_the_pipelined_rung_and_long_k_split_k():
+    assert cheapest(8192, 8192, 8192, "float32")[1].name == "pipelined"
+    assert cheapest(128, 128, 65536, "float32")[1].name == "splitk"
+
+
+def test_no_tensor_core_rung_before_sm_80_nor_wgmma_off_hopper():
+    assert not any(v.min_cc >= 80 for v, _ in cost.candidates("float16", None, 75))
+    assert not any(v.name.startswith("wgmma") for v, _ in cost.candidates("float16", None, 80))
+    assert cheapest(8192, 8192, 8192, cc=80)[1].name == "mma"
+
+
+def test_tf32_rungs_only_when_asked():
+    assert not any(v.precision for v, _ in cost.candidates("float32", None, 90))
+    assert cheapest(8192, 8192, 8192, "float32", "tf32", "NT")[1].name == "wgmma_tf32"
+
+
+def test_a_batch_counts_all_its_tiles():
+    v = xgemm.get_variant("mma")
+    one = cost.work(v, v.defaults, "float16", Shape(1024, 1024, 64), 132)
+    many = cost.work(v, v.defaults, "float16", Shape(1024, 1024, 64, batch=64), 132)
+    assert many.tiles == 64 * one.tiles and many.rounds > one.rounds
+
+
+def test_point_keys_name_what_differs_from_the_defaults():
+    v = xgemm.get_variant("splitk")
+    assert cost.point_key("splitk", {**v.defaults, "SPLITS": 4}) == "splitk:SPLITS=4"
+    assert cost.point_key("tiled", {"tile": 16}) == "tiled:"
+
+
+def test_the_fit_recovers_constants_it_made_up():
+    v = xgemm.get_variant("mma")
+    truth = cost.Constants(4e-6, 1e-6, 2e-8, 1e-7)
+    cal = cost.calibration()
+    samples = []
+    for m, n, k in ((64, 64, 64), (4096, 4096, 4096), (100, 5000, 300), (7000, 30, 9000),
+                    (2048, 2048, 128), (16, 16, 16000), (3000, 3000, 3000), (512, 8192, 1024)):
+        shape = Shape(m, n, k)
+        w = cost.work(v, v.defaults, "float16", shape, 132)
+        samples.append((w, shape, cost.predict(truth, w, shape, cal)))
+    fitted, error = cost.fit_point(samples, cal)
+    assert error < 0.1  # the grid's steps are 33% apart
+    for w, shape, t in samples:
+        assert cost.predict(fitted, w, shape, cal) == pytest.approx(t, rel=0.2)
+
+
+def test_a_seed_makes_the_same_sample():
+    assert generalisation.random_cases(5) == generalisation.random_cases(5)
+    assert generalisation.random_cases(5) != generalisation.random_cases(6)
+    for case in generalisation.random_cases(3, 200):
+        assert generalisation.FLOP_FLOOR <= case.flops <= generalisation.FLOP_CAP
+        assert case.layout in generalisation.RANDOM_LAYOUTS
+        assert min(case.m, case.n, case.k) >= 1 and max(case.m, case.n, case.k) <= 16384
+
+
+def test_the_models_suite_has_each_layers_three_products_once():
+    cases = generalisation.model_cases()
+    keys = [(c.m, c.n, c.k, c.layout, c.lead) for c in cases]
+    assert len(keys) == len(set(keys))
+    llama = generalisation.MODELS[0]
+    assert generalisation.Product(1, 14336, 4096, "NT", (1,)).label in {
+        c.label for c in cases}  # one token through gate_proj
+    assert llama.linears()["k_proj, v_proj"] == (1024, 4096)
+    assert {c.m for c in cases if c.layout != "TN"} == set(generalisation.TOKENS)
+
+
+def test_the_summary_is_geometric_means_and_extremes():
+    rows = [{"status": "ok", "x_call": 0.5, "x_kernel": 2.0, "regret": 1.0},
+            {"status": "ok", "x_call": 2.0, "x_kernel": 0.5, "regret": 1.44},
+            {"status": "error: broken"}]
+    s = generalisation.summary(rows, seed=4)
+    assert s["seed"] == 4 and s["cases"] == 3 and s["ok"] == 2
+    assert s["geomean_call_x"] == pytest.approx(1.0)
+    assert s["geomean_kernel_x"] == pytest.approx(1.0)
+    assert s["min_call_x"] == 0.5
+    assert s["geomean_regret"] == pytest.approx(math.sqrt(1.44))
+    assert s["max_regret"] == 1.44
+    assert generalisation.summary([])["geomean_regret"] is None

@@ -1,0 +1,393 @@
+"""How long a rung takes on a shape: the cost model ``auto`` picks with.
+
+Every rung declares the points it offers ``auto`` (``Variant.candidates``) and the tile of
+C one block computes and its K step (``Variant.tile_shape``); its launch geometry gives
+the blocks. From those the model counts, for an (M x K) @ (K x N) product (a batch of
+them, K split SPLITS ways):
+
+- ``tiles``: BM x BN tiles of C (times the batch and the splits), ``blocks`` the grid's,
+  ``tiles_per_block`` what each block walks (more than one: a persistent grid);
+- ``slots``: blocks the SMs run at once (``SMS`` x blocks per SM, from the threads and
+  shared memory a block takes), ``rounds`` = blocks / slots, rounded up; ``sharing``: the
+  blocks one SM runs at once in a round;
+- ``steps``: K steps per tile.
+
+and prices them with five constants measured per GPU, rung, point and dtype (and the
+layout A and B are read in, which changes how fast a rung's loads go):
+
+    time = launch + copies + max(rounds x tiles_per_block x (tile + steps x step),
+                                 bytes / bandwidth)
+    step = max(sharing x full_step, latency)
+
+``full_step`` is a K step's time with the SM's FLOPs or load bandwidth to itself (the
+rung's sustained rate), ``latency`` the least a step takes however little it does (the
+pipeline's depth: few tiles, long K), ``tile`` what a tile costs besides its steps
+(prologue, epilogue, the store of C), ``launch`` what the kernel costs whatever its size,
+and ``bytes`` what must cross DRAM at least once: A, B and C, split-K's partials twice.
+A copy the plan makes costs ``copy_launch`` and its bytes: an operand padded for TMA
+(CuPy's strided copy) at ``copy_bandwidth``, one transposed into the layout a rung reads
+fastest (xgemm's transpose kernel) read and written at DRAM's.
+
+The constants come from ``xgemm calibrate`` (:func:`fit` on every candidate's time on a
+seeded random sample of shapes, ``xgemm.generalisation``); the H100's ship with the
+package (``xgemm/calibration/h100.json``). Another GPU uses its own file where
+``XGEMM_CALIBRATION`` points to one, else the H100's constants at its SM count.
+
+Example:
+    >>> from xgemm.cost import Shape, estimate, constants
+    >>> import xgemm
+    >>> v = xgemm.get_variant("wgmma")
+    >>> big, small = Shape(8192, 8192, 8192), Shape(64, 64, 64)
+    >>> estimate(v, v.defaults, "float16", big) > estimate(v, v.defaults, "float16", small)
+    True
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .registry import DTYPES, Variant, cdiv, get_variant, variants
+
+#: Where the shipped calibrations are: one JSON per GPU (``h100.json``).
+CALIBRATION_DIR = Path(__file__).resolve().parent / "calibration"
+#: The environment variable naming a calibration file to use instead of the shipped one.
+CALIBRATION_ENV = "XGEMM_CALIBRATION"
+#: Threads and shared memory an SM holds (sm_80 and sm_90), for blocks per SM.
+SM_THREADS, SM_SHARED = 2048, 228 * 1024
+#: Blocks an SM holds at most.
+SM_BLOCKS = 32
+#: Layout keys: how A and B are read, "N" row-major, "T" column-major.
+LAYOUTS = ("NN", "NT", "TN", "TT")
+
+
+@dataclass(frozen=True)
+class Shape:
+    """A product as the model sees it: ``batch`` x (M x K) @ (K x N), A and B read in
+    ``layout`` ("NN", "NT", "TN", "TT"), with the bytes of any copies its plan makes."""
+
+    m: int
+    n: int
+    k: int
+    batch: int = 1
+    layout: str = "NN"
+    padded: tuple[int, ...] = ()      # bytes of each operand the plan pads for TMA
+    transposed: tuple[int, ...] = ()  # bytes of each operand it transposes first
+
+
+@dataclass(frozen=True)
+class Constants:
+    """One rung's constants at one point and dtype, in seconds (see the module's text)."""
+
+    launch: float
+    tile: float
+    full_step: float
+    latency: float
+    #: full_step per layout where it differs from the one above (the layouts it was
+    #: measured in)
+    layout_step: Mapping[str, float] | None = None
+
+    def step_for(self, layout: str) -> float:
+        return (self.layout_step or {}).get(layout, self.full_step)
+
+
+def point_key(name: str, params: Mapping[str, int]) -> str:
+    """A candidate's name in a calibration file: ``variant:P=V,...`` over its parameters
+    that differ from the defaults.
+
+    >>> point_key("wgmma", {**xgemm_defaults("wgmma"), "BN": 128})
+    'wgmma:BN=128'
+    """
+    defaults = get_variant(name).defaults
+    changed = ",".join(f"{k}={v}" for k, v in sorted(params.items()) if defaults.get(k) != v)
+    return f"{name}:{changed}"
+
+
+def xgemm_defaults(name: str) -> dict[str, int]:
+    """A variant's defaults (for examples)."""
+    return dict(get_variant(name).defaults)
+
+
+def dtype_key(dtype: str, precision: str | None = None) -> str:
+    """The calibration's dtype key: float16 and bfloat16 share theirs (the same kernels at
+    the same speed), TF32 is its own."""
+    if precision == "tf32":
+        return "tf32"
+    return "16-bit" if dtype in ("float16", "bfloat16") else dtype
+
+
+# -- counting ---------------------------------------------------------------------------------
+def blocks_per_sm(v: Variant, params: Mapping[str, int], dtype: str) -> int:
+    """Blocks of ``v`` an SM runs at once, by threads and shared memory; one for a
+    persistent grid (its blocks are as many as the SMs)."""
+    if "SMS" in " ".join(v.grid):
+        return 1
+    threads = v.threads_per_block(params)
+    smem = v.shared_memory(params, dtype) + 1024  # the runtime's 1 KiB a block
+    return max(1, min(SM_THREADS // threads, SM_SHARED // smem, SM_BLOCKS))
+
+
+@dataclass(frozen=True)
+class Work:
+    """What the model counts of one launch (see the module's text)."""
+
+    tiles: int
+    blocks: int
+    tiles_per_block: int
+    rounds: int
+    sharing: int
+    steps: int
+    dram_bytes: int
+
+
+def work(v: Variant, params: Mapping[str, int], dtype: str, shape: Shape, sms: int) -> Work:
+    """Count the tiles, blocks, rounds and K steps of ``v`` at ``params`` on ``shape``."""
+    bm, bn, bk = v.tile(params, dtype)
+    splits = v.splits_of(params)
+    per_product = cdiv(shape.m, bm) * cdiv(shape.n, bn)
+    tiles = per_product * shape.batch * splits
+    grid, _ = v.launch(params, shape.m, shape.n, sms, shape.batch)
+    blocks = max(1, grid[0] * grid[1] * shape.batch * splits)
+    if "SMS" not in " ".join(v.grid):
+        blocks = tiles  # one block a tile (grid z: the batch and the splits)
+    slots = sms * blocks_per_sm(v, params, dtype)
+    rounds = cdiv(blocks, slots)
+    sharing = min(cdiv(blocks, sms), blocks_per_sm(v, params, dtype))
+    steps = cdiv(cdiv(shape.k, splits), bk) if shape.k else 0
+    item = DTYPES[dtype].itemsize
+    out = shape.batch * shape.m * shape.n
+    dram = shape.batch * (shape.m + shape.n) * shape.k * item + out * item
+    if splits > 1:
+        dram += 2 * splits * out * (8 if dtype == "float64" else 4)
+    return Work(tiles, blocks, cdiv(tiles, blocks), rounds, sharing, steps, dram)
+
+
+# -- the constants ----------------------------------------------------------------------------
+@dataclass
+class Calibration:
+    """A GPU's constants: per dtype key and candidate (``point_key``), and the GPU's own
+    (DRAM bandwidth in bytes/s, what a copy costs besides its bytes, its SMs)."""
+
+    gpu: str
+    sms: int
+    bandwidth: float
+    copy_launch: float
+    copy_bandwidth: float
+    points: dict[str, dict[str, Constants]]
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Calibration:
+        points = {dt: {key: Constants(**c) for key, c in entries.items()}
+                  for dt, entries in data["points"].items()}
+        return cls(data["gpu"], data["sms"], data["bandwidth"], data["copy_launch"],
+                   data["copy_bandwidth"], points)
+
+    def copies(self, shape: Shape) -> float:
+        """Seconds of the copies ``shape``'s plan makes before its kernel."""
+        return (sum(self.copy_launch + b / self.copy_bandwidth for b in shape.padded)
+                + sum(self.copy_launch + 2 * b / self.bandwidth for b in shape.transposed))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"gpu": self.gpu, "sms": self.sms, "bandwidth": self.bandwidth,
+                "copy_launch": self.copy_launch, "copy_bandwidth": self.copy_bandwidth,
+                "points": {dt: {key: {k: v for k, v in vars(c).items() if v is not None}
+                                for key, c in sorted(entries.items())}
+                           for dt, entries in sorted(self.points.items())}}
+
+
+@functools.cache
+def _load(path: str) -> Calibration:
+    return Calibration.from_json(json.loads(Path(path).read_text()))
+
+
+def calibration() -> Calibration:
+    """The calibration in use: ``$XGEMM_CALIBRATION``'s file, else the shipped H100's."""
+    return _load(os.environ.get(CALIBRATION_ENV) or str(CALIBRATION_DIR / "h100.json"))
+
+
+def constants(name: str, params: Mapping[str, int], dtype: str,
+              precision: str | None = None) -> Constants | None:
+    """The calibrated constants of a candidate, or None where none were measured."""
+    return calibration().points.get(dtype_key(dtype, precision), {}).get(point_key(name, params))
+
+
+# -- the estimate -----------------------------------------------------------------------------
+def estimate(v: Variant, params: Mapping[str, int], dtype: str, shape: Shape,
+             sms: int | None = None, precision: str | None = None,
+             c: Constants | None = None) -> float:
+    """Seconds ``v`` at ``params`` should take on ``shape`` (its copies included); inf
+    where it has no constants for this dtype or cannot launch the shape."""
+    cal = calibration()
+    c = c or constants(v.name, params, dtype, precision)
+    if c is None:
+        return math.inf
+    try:
+        w = work(v, params, dtype, shape, sms or cal.sms)
+    except ValueError:  # a grid over the GPU's limits
+        return math.inf
+    return predict(c, w, shape, cal)
+
+
+def predict(c: Constants, w: Work, shape: Shape, cal: Calibration) -> float:
+    """The model's formula (the module's text) for counted work ``w``."""
+    step = max(w.sharing * c.step_for(shape.layout), c.latency)
+    compute = w.rounds * w.tiles_per_block * (c.tile + w.steps * step)
+    return c.launch + cal.copies(shape) + max(compute, w.dram_bytes / cal.bandwidth)
+
+
+def ranked(shapes: Iterable[tuple[Variant, Mapping[str, int], Shape]], dtype: str,
+           sms: int | None = None, precision: str | None = None
+           ) -> list[tuple[float, Variant, dict[str, int]]]:
+    """(estimate, variant, parameters) for each candidate, cheapest first (stable: the
+    registry's order breaks ties)."""
+    found = [(estimate(v, p, dtype, s, sms, precision), i, v, dict(p))
+             for i, (v, p, s) in enumerate(shapes)]
+    found.sort(key=lambda x: (x[0], x[1]))
+    return [(t, v, p) for t, _, v, p in found if math.isfinite(t)]
+
+
+def candidates(dtype: str, precision: str | None, cc: int) -> list[tuple[Variant, dict]]:
+    """Every rung and point ``auto`` weighs for ``dtype`` at ``precision`` on a GPU of
+    compute capability ``cc`` x 10, in the registry's order.
+
+    >>> [v.name for v, _ in candidates("float32", None, 90)][:3]
+    ['tiled', 'coarse1d', 'vectorized']
+    """
+    found = []
+    for name in variants():
+        v = get_variant(name)
+        if v.precision in (None, precision) and v.runs_on(cc):
+            found += [(v, p) for p in v.candidate_points(dtype)]
+    return found
+
+
+# -- fitting ----------------------------------------------------------------------------------
+#: The grids the fit searches for full_step and latency, seconds (log-spaced).
+_STEP_GRID = [10 ** (e / 8) for e in range(-72, -32)]  # 1e-9 .. 1e-4
+#: ... and, for the GPU's copies, their launch (seconds) and bandwidth (bytes/s).
+_COPY_LAUNCH_GRID = [1e-6, 2e-6, 3e-6, 5e-6, 8e-6, 12e-6]
+_COPY_BANDWIDTH_GRID = [10 ** (e / 4) for e in range(42, 50)]  # 3e10 .. 2e12
+
+Sample = tuple[Work, Shape, float]  # what the model counts, the shape, measured seconds
+
+
+def _lstsq_nonneg(columns: Sequence[Any], target: Any) -> list[float]:
+    """Least squares with every coefficient >= 0 (columns dropped while one is negative)."""
+    import numpy as np
+
+    cols = np.array(columns, dtype=float).T
+    active = list(range(cols.shape[1]))
+    while active:
+        coef, *_ = np.linalg.lstsq(cols[:, active], target, rcond=None)
+        if (coef >= 0).all():
+            out = [0.0] * cols.shape[1]
+            for i, c in zip(active, coef, strict=True):
+                out[i] = float(c)
+            return out
+        active.pop(int(np.argmin(coef)))
+    return [0.0] * cols.shape[1]
+
+
+def fit_point(samples: Sequence[Sample], cal: Calibration, grid: Sequence[float] = _STEP_GRID
+              ) -> tuple[Constants, float]:
+    """Constants for one candidate from its samples: for each (full_step, latency) on a
+    log grid, launch and tile by least squares on the relative error; the pair whose
+    prediction has the least squared log error. Returns the constants and the root mean
+    square of that error (0.1: about 10% off)."""
+    import numpy as np
+
+    if not samples:
+        raise ValueError("no samples to fit")
+    times = np.array([t for _, _, t in samples])
+    sharing = np.array([w.sharing for w, _, _ in samples], dtype=float)
+    tiles = np.array([w.rounds * w.tiles_per_block for w, _, _ in samples], dtype=float)
+    steps = np.array([w.steps for w, _, _ in samples], dtype=float)
+    dram = np.array([w.dram_bytes / cal.bandwidth for w, _, _ in samples])
+    copies = np.array([cal.copies(s) for _, s, _ in samples])
+    best: tuple[float, Constants] | None = None
+    for full in grid:
+        for latency in grid:
+            body = tiles * steps * np.maximum(sharing * full, latency)
+            launch, tile = _lstsq_nonneg([1 / times, tiles / times],
+                                         (times - copies - body) / times)
+            pred = launch + copies + np.maximum(tiles * tile + body, dram)
+            err = float(np.mean(np.log(pred / times) ** 2))
+            if best is None or err < best[0]:
+                best = (err, Constants(launch, tile, full, latency))
+    assert best is not None
+    return best[1], math.sqrt(best[0])
+
+
+def samples_of(rows: Iterable[Mapping[str, Any]], sms: int) -> dict[tuple[str, str], list]:
+    """Each candidate's samples, by (dtype key, ``point_key``), from suite rows with every
+    candidate timed (``xgemm.generalisation``, regret on). Times taken once (a candidate
+    far slower than the best, timed once and dropped) are left out."""
+    from .generalisation import PARTS
+
+    found: dict[tuple[str, str], list[Sample]] = {}
+    for row in rows:
+        if row.get("status") != "ok" or "candidates" not in row:
+            continue
+        dtype, precision = PARTS[row["part"]]
+        batch = math.prod(row.get("lead") or [1])
+        item = DTYPES[dtype].itemsize
+        sizes = {"a": batch * row["m"] * row["k"] * item, "b": row["k"] * row["n"] * item}
+        for cand in row["candidates"]:
+            if cand.get("status") != "ok" or cand.get("timed") == "once":
+                continue
+            v = get_variant(cand["variant"])
+            shape = Shape(row["m"], row["n"], row["k"], batch, row["layout"],
+                          padded=tuple(sizes[x] for x in cand.get("copies", ())))
+            w = work(v, cand["params"], dtype, shape, sms)
+            key = (dtype_key(dtype, precision), point_key(v.name, cand["params"]))
+            found.setdefault(key, []).append((w, shape, cand["ms"] * 1e-3))
+    return found
+
+
+def fit(rows: Iterable[Mapping[str, Any]], gpu: str, sms: int, bandwidth: float,
+        min_samples: int = 6) -> tuple[Calibration, dict]:
+    """A calibration from suite rows with every candidate timed: first the copies'
+    constants, on the candidate with the most samples that pad an operand; then each
+    candidate's constants over all its samples, and its full_step again per layout where
+    that layout has ``min_samples``. Returns it and, per dtype key and candidate, the
+    fit's RMS log error."""
+    by_point = samples_of(rows, sms)
+    cal = Calibration(gpu, sms, bandwidth, 3e-6, bandwidth / 4, {})
+    padded = max(by_point.values(), key=lambda s: sum(bool(x[1].padded) for x in s))
+    coarse = _STEP_GRID[::3]
+    copy_fits = []
+    for launch in _COPY_LAUNCH_GRID:
+        for copy_bandwidth in _COPY_BANDWIDTH_GRID:
+            trial = Calibration(gpu, sms, bandwidth, launch, copy_bandwidth, {})
+            copy_fits.append((fit_point(padded, trial, coarse)[1], launch, copy_bandwidth))
+    _, cal.copy_launch, cal.copy_bandwidth = min(copy_fits)
+    errors: dict[str, dict[str, float]] = {}
+    for (dt, key), samples in sorted(by_point.items()):
+        if len(samples) < min_samples:
+            continue
+        c, err = fit_point(samples, cal)
+        per_layout = {}
+        for layout in LAYOUTS:
+            mine = [s for s in samples if s[1].layout == layout]
+            if len(mine) >= min_samples:
+                per_layout[layout] = _refit_step(c, mine, cal)
+        if per_layout:
+            c = Constants(c.launch, c.tile, c.full_step, c.latency, per_layout)
+        cal.points.setdefault(dt, {})[key] = c
+        errors.setdefault(dt, {})[key] = err
+    return cal, errors
+
+
+def _refit_step(c: Constants, samples: Sequence[Sample], cal: Calibration) -> float:
+    """The full_step that fits ``samples`` (one layout's) best, the rest of ``c`` kept."""
+    def error(full: float) -> float:
+        trial = Constants(c.launch, c.tile, full, c.latency)
+        return sum(math.log(predict(trial, w, s, cal) / t) ** 2 for w, s, t in samples)
+
+    return min(_STEP_GRID, key=error)

@@ -1,0 +1,372 @@
+"""Suites that measure ``auto`` on shapes nobody tuned for (``xgemm bench --suite random``
+and ``--suite models``), and how far its pick is from the best it could have made.
+
+- **random**: a seeded sample of single products, M, N and K drawn log-uniformly from 1 to
+  16384, layouts NN, NT and TN (a transposed view), under a cap on the multiply-adds so
+  a run fits the GPU's time (:func:`random_cases`).
+- **models**: the linear layers of public model configurations (:data:`MODELS`) at 1 to
+  16384 tokens, the forward ``x @ W.T`` with x 3-D as a model passes it and both backward
+  products, ``dY @ W`` and ``dY.T @ X`` (:func:`model_cases`), shapes shared by several
+  models measured once.
+
+Each row is measured on PyTorch tensors (the practitioner's case), with ``out=`` given:
+the kernel time of ``auto``'s prepared plan (its copies included) and of the baseline,
+cuBLAS through ``torch.matmul`` or ``cupy.matmul`` (``F.linear`` too for a forward),
+whichever ran faster; the whole call queued back to back, both taking turns; and
+**regret**: auto's kernel time over the fastest kernel time among the candidates, every
+point that a rung declares for ``auto`` (``Variant.candidates``) timed on the same
+operands, read as they lie. A regret of 1 means auto picked the best it had.
+
+Example:
+    >>> [c.label for c in random_cases(7, 3)]
+    ['23x1x1:TN', '4x151x2:NT', '3x1130x4:TN']
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import statistics
+from collections.abc import Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+#: The largest dimension the random sample draws.
+MAX_DIM = 16384
+#: The most floating-point operations (2 M N K) of a random case: 2^38, 275 GFLOP.
+FLOP_CAP = 2**38
+#: The fewest: 2^22, 4 MFLOP. Below it every rung's kernel is its launch (2-4 us on an
+#: H100) and the host's time per call is all that tells two choices apart.
+FLOP_FLOOR = 2**22
+#: The layouts the random sample draws: A and B row-major, B a transposed view (a weight
+#: ``w.T``), A a transposed view (a backward product ``dY.T``).
+RANDOM_LAYOUTS = ("NN", "NT", "TN")
+#: The token counts of the models suite: decode (1-32), prefill and training batches.
+TOKENS = (1, 8, 32, 128, 512, 4096, 16384)
+#: Candidates slower than this many times the fastest so far are timed once, not more.
+ABANDON = 4.0
+
+
+@dataclass(frozen=True)
+class Product:
+    """One product (M x K) @ (K x N): ``layout`` says how A and B lie ("T": a transposed
+    view), ``lead`` gives A's leading dimensions (x of shape (*lead, M, K) as a model
+    passes it), ``name`` what it is (a model's layer), where it is one."""
+
+    m: int
+    n: int
+    k: int
+    layout: str = "NN"
+    lead: tuple[int, ...] = ()
+    name: str = ""
+
+    @property
+    def label(self) -> str:
+        """``MxNxK[:LAYOUT]`` with A's leading dimensions before it, as in the tables."""
+        lead = "".join(f"{d}x" for d in self.lead)
+        return f"{lead}{self.m}x{self.n}x{self.k}" + (
+            f":{self.layout}" if self.layout != "NN" else "")
+
+    @property
+    def flops(self) -> int:
+        return 2 * math.prod(self.lead) * self.m * self.n * self.k
+
+
+def random_cases(seed: int, count: int = 36, cap: int = FLOP_CAP, floor: int = FLOP_FLOOR,
+                 max_dim: int = MAX_DIM) -> list[Product]:
+    """``count`` products drawn with ``numpy.random.default_rng(seed)``: M, N and K
+    log-uniform over [1, max_dim] (rounded to the nearest integer), a layout from
+    RANDOM_LAYOUTS; a draw of more than ``cap`` or fewer than ``floor`` floating-point
+    operations is drawn again.
+    The same seed gives the same sample on every machine.
+
+    >>> random_cases(1, 2) == random_cases(1, 2)
+    True
+    """
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    cases: list[Product] = []
+    while len(cases) < count:
+        m, n, k = (int(round(math.exp(x))) for x in rng.uniform(0.0, math.log(max_dim), 3))
+        layout = RANDOM_LAYOUTS[int(rng.integers(len(RANDOM_LAYOUTS)))]
+        if floor <= 2 * m * n * k <= cap:
+            cases.append(Product(m, n, k, layout))
+    return cases
+
+
+@dataclass(frozen=True)
+class Model:
+    """A decoder's linear layers, from its public configuration."""
+
+    name: str
+    hidden: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    intermediate: int
+    vocab: int
+
+    def linears(self) -> dict[str, tuple[int, int]]:
+        """Each linear layer's weight shape (out features, in features), by name."""
+        q = self.heads * self.head_dim
+        kv = self.kv_heads * self.head_dim
+        return {"q_proj": (q, self.hidden), "k_proj, v_proj": (kv, self.hidden),
+                "o_proj": (self.hidden, q), "gate_proj, up_proj": (self.intermediate, self.hidden),
+                "down_proj": (self.hidden, self.intermediate), "lm_head": (self.vocab, self.hidden)}
+
+
+#: The public configurations the models suite takes its layers from (their config.json).
+MODELS = (
+    Model("Llama-3-8B", 4096, 32, 8, 128, 14336, 128256),
+    Model("Llama-3-70B", 8192, 64, 8, 128, 28672, 128256),
+    Model("Mistral-7B", 4096, 32, 8, 128, 14336, 32000),
+    Model("Qwen2.5-7B", 3584, 28, 4, 128, 18944, 152064),
+)
+
+
+def model_cases(tokens: Iterable[int] = TOKENS, models: Sequence[Model] = MODELS
+                ) -> list[Product]:
+    """Every distinct product of the models' linears at each token count: the forward
+    ``x @ W.T`` (x of shape (1, tokens, in), W (out, in): "NT"), the input's gradient
+    ``dY @ W`` (dY (1, tokens, out): "NN") and the weight's ``dY.T @ X`` (over the
+    tokens: "TN"). A shape several layers or models share appears once, named after the
+    first.
+
+    >>> [c.label for c in model_cases([8], MODELS[:1])][:3]
+    ['1x8x4096x4096:NT', '1x8x4096x4096', '4096x4096x8:TN']
+    """
+    seen: dict[tuple, Product] = {}
+    for t in tokens:
+        for model in models:
+            for layer, (out, inp) in model.linears().items():
+                name = f"{model.name} {layer}"
+                for product in (Product(t, out, inp, "NT", (1,), f"{name} forward"),
+                                Product(t, inp, out, "NN", (1,), f"{name} dX"),
+                                Product(out, inp, t, "TN", (), f"{name} dW")):
+                    key = (product.m, product.n, product.k, product.layout, product.lead)
+                    seen.setdefault(key, product)
+    return list(seen.values())
+
+
+# -- measuring -------------------------------------------------------------------------------
+#: What each part multiplies: (dtype, precision).
+PARTS = {"float16": ("float16", None), "bfloat16": ("bfloat16", None),
+         "float32": ("float32", None), "tf32": ("float32", "tf32"),
+         "float64": ("float64", None)}
+
+
+@dataclass
+class Candidates:
+    """The rungs and points ``auto`` weighs for a dtype and precision on a GPU, in the
+    registry's order, as (variant name, parameters)."""
+
+    dtype: str
+    precision: str | None
+    cc: int
+    points: list[tuple[str, dict[str, int]]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        from .registry import get_variant, variants
+
+        for name in variants():
+            v = get_variant(name)
+            if v.precision not in (None, self.precision) or not v.runs_on(self.cc):
+                continue
+            self.points += [(name, p) for p in v.candidate_points(self.dtype)]
+
+
+def _operands(case: Product, dtype: str, seed: int) -> tuple[Any, Any, Any]:
+    """Fresh normal PyTorch operands of ``case`` on the GPU in its layout, and ``out``."""
+    import torch
+
+    generator = torch.Generator("cuda").manual_seed(seed)
+    kind = getattr(torch, dtype)
+
+    def operand(lead: tuple[int, ...], rows: int, cols: int, transposed: bool) -> Any:
+        shape = (*lead, cols, rows) if transposed else (*lead, rows, cols)
+        x = torch.randn(shape, device="cuda", generator=generator).to(kind)
+        return x.transpose(-1, -2) if transposed else x
+
+    a = operand(case.lead, case.m, case.k, case.layout[0] == "T")
+    b = operand((), case.k, case.n, case.layout[1] == "T")
+    return a, b, torch.empty((*case.lead, case.m, case.n), device="cuda", dtype=kind)
+
+
+def _baselines(a: Any, b: Any, c: Any, linear: bool) -> dict[str, Any]:
+    """cuBLAS through PyTorch and CuPy (those that take the case), writing ``c``; with
+    ``linear``, also ``F.linear`` on the weight that ``b`` is the transposed view of."""
+    import cupy
+    import torch
+
+    found = {"torch.matmul": lambda: torch.matmul(a, b, out=c)}
+    ca, cb, cc = (cupy.from_dlpack(x) for x in (a, b, c))
+    try:
+        cupy.matmul(ca, cb, out=cc)
+        found["cupy.matmul"] = lambda: cupy.matmul(ca, cb, out=cc)
+    except (TypeError, ValueError):  # CuPy has no batched bfloat16
+        pass
+    if linear:
+        weight = b.T
+        found["F.linear"] = lambda: torch.nn.functional.linear(a, weight)
+    return found
+
+
+def _kernel_ms(launch: Any, repeat: int, flush_l2: bool) -> float:
+    from . import bench
+
+    return statistics.median(bench.time_launches(launch, warmup=2, repeat=repeat,
+                                                 max_seconds=1.0, flush_l2=flush_l2))
+
+
+def measure(part: str, case: Product, *, regret: bool = True, repeat: int = 10,
+            rounds: int = 3, seed: int = 0) -> dict[str, Any]:
+    """One row: auto's pick, kernel and whole-call milliseconds against cuBLAS's and, with
+    ``regret``, every candidate's kernel milliseconds on the same operands."""
+    import torch
+
+    import xgemm
+
+    from . import bench, gpu, overhead
+
+    dtype, precision = PARTS[part]
+    torch.backends.cuda.matmul.allow_tf32 = precision == "tf32"
+    a, b, c = _operands(case, dtype, seed)
+    row: dict[str, Any] = {"part": part, "case": case.label, "name": case.name,
+                           "m": case.m, "n": case.n, "k": case.k, "layout": case.layout,
+                           "lead": list(case.lead), "flops": case.flops}
+    l2 = gpu.properties(a.device.index).l2_bytes
+    flush = (a.numel() + b.numel() + c.numel()) * a.element_size() < 4 * l2
+    baselines = _baselines(a, b, c, linear=case.layout == "NT" and bool(case.lead))
+    timed = {name: _kernel_ms(fn, repeat, flush) for name, fn in baselines.items()}
+    baseline = min(timed, key=timed.__getitem__)
+    expected = baselines["torch.matmul"]().clone()
+    tolerance = bench.CHECK_TOLERANCE["tf32" if precision else dtype]
+
+    def checked(launch: Any) -> float:
+        c.fill_(float("nan"))
+        launch()
+        return _error(c, expected)
+
+    launch = xgemm.prepare(a, b, out=c, precision=precision)
+    error = checked(launch)
+    row.update(variant=launch.variant.name, params=dict(launch.params),
+               copies=list(launch.copies), baseline=baseline, error=error)
+    if not error < tolerance:
+        row["status"] = f"wrong result: error {error:.3g} against cuBLAS"
+        return row
+    auto_ms = _kernel_ms(launch, repeat, flush)
+    row.update(cublas_ms=timed[baseline], auto_ms=auto_ms)
+    if regret:
+        row["candidates"] = _candidates(a, b, c, dtype, precision, checked, tolerance,
+                                        auto_ms, repeat, flush)
+        times = [x["ms"] for x in row["candidates"] if x["status"] == "ok"]
+        best = min([auto_ms, *times])
+        row.update(best_ms=best, regret=auto_ms / best)
+    call = overhead.queued_ms_in_turns(
+        {"cublas_call_ms": baselines[baseline],
+         "auto_call_ms": lambda: xgemm.matmul(a, b, out=c, precision=precision)},
+        _calls(timed[baseline]), rounds)
+    row.update(call, status="ok", x_kernel=timed[baseline] / auto_ms,
+               x_call=call["cublas_call_ms"] / call["auto_call_ms"])
+    return row
+
+
+def _candidates(a: Any, b: Any, c: Any, dtype: str, precision: str | None, checked: Any,
+                tolerance: float, best: float, repeat: int, flush: bool
+                ) -> list[dict[str, Any]]:
+    """Each candidate's kernel time on these operands, read as they lie (a variant named
+    in a call copies only what it cannot read: operands TMA cannot read are padded)."""
+    import xgemm
+
+    from . import bench, gpu
+
+    found: list[dict[str, Any]] = []
+    launches = []
+    for name, params in Candidates(dtype, precision,
+                                   gpu.compute_capability(a.device.index)).points:
+        entry: dict[str, Any] = {"variant": name, "params": params}
+        try:
+            launches.append((entry, xgemm.prepare(a, b, name, out=c, **params)))
+        except (ValueError, TypeError) as exc:  # a layout it cannot read, a grid too large
+            found.append({**entry, "status": f"refused: {exc}"})
+    with ThreadPoolExecutor(os.cpu_count() or 2) as pool:  # NVRTC runs outside the GIL
+        list(pool.map(lambda item: item[1].kernel(), launches))
+    for entry, launch in launches:
+        try:
+            error = checked(launch)
+        except RuntimeError as exc:  # e.g. more shared memory than this GPU has
+            found.append({**entry, "status": f"error: {exc}"})
+            continue
+        if not error < tolerance:
+            found.append({**entry, "status": f"wrong result: error {error:.3g}"})
+            continue
+        first = bench.time_launches(launch, warmup=1, repeat=1, flush_l2=flush)[0]
+        slow = first > ABANDON * best
+        ms = first if slow else _kernel_ms(launch, repeat, flush)
+        best = min(best, ms)
+        found.append({**entry, "copies": list(launch.copies), "ms": ms, "status": "ok",
+                      "timed": "once" if slow else "median"})
+    return found
+
+
+def _error(c: Any, expected: Any, step: int = 1 << 26) -> float:
+    """Relative Frobenius error of a PyTorch result against another (both contiguous), in
+    float64, ``step`` elements at a time (a 16384 x 152064 output is 20 GB in float64)."""
+    c, expected = c.reshape(-1), expected.reshape(-1)
+    diff = scale = 0.0
+    for i in range(0, c.numel(), step):
+        x, y = c[i:i + step].double(), expected[i:i + step].double()
+        diff += float((x - y).square().sum())
+        scale += float(y.square().sum())
+    return math.sqrt(diff) / (math.sqrt(scale) if scale > 0 else 1.0)
+
+
+def _calls(kernel_ms: float) -> int:
+    """Calls per queued round: about 20 ms of work, 3 to 50 calls."""
+    return max(3, min(50, math.ceil(20 / max(kernel_ms, 1e-3))))
+
+
+def run(part: str, cases: Sequence[Product], *, regret: bool = True, repeat: int = 10,
+        rows: list[dict[str, Any]] | None = None, progress: Any = None
+        ) -> list[dict[str, Any]]:
+    """Every case, in order, appended to ``rows`` (a new list by default); a failure lands
+    in its row. ``progress``: called after each row (to save, or update a bar)."""
+    rows = [] if rows is None else rows
+    for i, case in enumerate(cases):
+        try:
+            rows.append(measure(part, case, regret=regret, repeat=repeat, seed=i))
+        except Exception as exc:  # one broken case must not end the run
+            rows.append({"part": part, "case": case.label,
+                         "status": f"error: {type(exc).__name__}: {exc}"})
+        if progress is not None:
+            progress()
+    return rows
+
+
+def summary(rows: Sequence[dict[str, Any]], seed: int | None = None) -> dict[str, Any]:
+    """Geometric means and extremes over the rows measured ok.
+
+    >>> s = summary([{"status": "ok", "x_call": 0.5, "x_kernel": 1.0, "regret": 1.0},
+    ...              {"status": "ok", "x_call": 2.0, "x_kernel": 1.0, "regret": 1.21}])
+    >>> s["geomean_call_x"], s["min_call_x"], round(s["geomean_regret"], 3), s["max_regret"]
+    (1.0, 0.5, 1.1, 1.21)
+    """
+    ok = [r for r in rows if r.get("status") == "ok"]
+    regrets = [r["regret"] for r in ok if "regret" in r]
+    return {"seed": seed, "cases": len(rows), "ok": len(ok),
+            "geomean_call_x": geomean([r["x_call"] for r in ok]),
+            "geomean_kernel_x": geomean([r["x_kernel"] for r in ok]),
+            "min_call_x": min((r["x_call"] for r in ok), default=None),
+            "geomean_regret": geomean(regrets),
+            "max_regret": max(regrets, default=None)}
+
+
+def geomean(values: Sequence[float]) -> float | None:
+    """The geometric mean, or None for no values.
+
+    >>> geomean([0.5, 2.0])
+    1.0
+    """
+    return math.exp(sum(map(math.log, values)) / len(values)) if values else None
