@@ -44,6 +44,7 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import math
@@ -180,22 +181,30 @@ class Calibration:
     copy_launch: float
     copy_bandwidth: float
     points: dict[str, dict[str, Constants]]
+    #: Seconds added per copy when choosing (not when fitting): a padded copy's time per
+    #: call has a long tail (CuPy's allocation and strided copy), which the fitted
+    #: launch and bandwidth, a copy's typical cost, do not carry. Chosen by ``fit`` as the
+    #: value whose picks lose least on the calibration's own rows.
+    copy_penalty: float = 0.0
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Calibration:
         points = {dt: {key: Constants(**c) for key, c in entries.items()}
                   for dt, entries in data["points"].items()}
         return cls(data["gpu"], data["sms"], data["bandwidth"], data["copy_launch"],
-                   data["copy_bandwidth"], points)
+                   data["copy_bandwidth"], points, data.get("copy_penalty", 0.0))
 
-    def copies(self, shape: Shape) -> float:
-        """Seconds of the copies ``shape``'s plan makes before its kernel."""
-        return (sum(self.copy_launch + b / self.copy_bandwidth for b in shape.padded)
-                + sum(self.copy_launch + 2 * b / self.bandwidth for b in shape.transposed))
+    def copies(self, shape: Shape, choosing: bool = True) -> float:
+        """Seconds of the copies ``shape``'s plan makes before its kernel (``choosing``:
+        with ``copy_penalty`` each)."""
+        launch = self.copy_launch + (self.copy_penalty if choosing else 0.0)
+        return (sum(launch + b / self.copy_bandwidth for b in shape.padded)
+                + sum(launch + 2 * b / self.bandwidth for b in shape.transposed))
 
     def to_json(self) -> dict[str, Any]:
         return {"gpu": self.gpu, "sms": self.sms, "bandwidth": self.bandwidth,
                 "copy_launch": self.copy_launch, "copy_bandwidth": self.copy_bandwidth,
+                "copy_penalty": self.copy_penalty,
                 "points": {dt: {key: {k: v for k, v in vars(c).items() if v is not None}
                                 for key, c in sorted(entries.items())}
                            for dt, entries in sorted(self.points.items())}}
@@ -234,11 +243,13 @@ def estimate(v: Variant, params: Mapping[str, int], dtype: str, shape: Shape,
     return predict(c, w, shape, cal)
 
 
-def predict(c: Constants, w: Work, shape: Shape, cal: Calibration) -> float:
+def predict(c: Constants, w: Work, shape: Shape, cal: Calibration, choosing: bool = True
+            ) -> float:
     """The model's formula (the module's text) for counted work ``w``."""
     step = max(w.sharing * c.step_for(shape.layout), c.latency)
     compute = w.rounds * w.tiles_per_block * (c.tile + w.steps * step)
-    return c.launch + cal.copies(shape) + max(compute, w.dram_bytes / cal.bandwidth)
+    return (c.launch + cal.copies(shape, choosing)
+            + max(compute, w.dram_bytes / cal.bandwidth))
 
 
 def ranked(shapes: Iterable[tuple[Variant, Mapping[str, int], Shape]], dtype: str,
@@ -309,7 +320,7 @@ def fit_point(samples: Sequence[Sample], cal: Calibration, grid: Sequence[float]
     tiles = np.array([w.rounds * w.tiles_per_block for w, _, _ in samples], dtype=float)
     steps = np.array([w.steps for w, _, _ in samples], dtype=float)
     dram = np.array([w.dram_bytes / cal.bandwidth for w, _, _ in samples])
-    copies = np.array([cal.copies(s) for _, s, _ in samples])
+    copies = np.array([cal.copies(s, choosing=False) for _, s, _ in samples])
     best: tuple[float, Constants] | None = None
     for full in grid:
         for latency in grid:
@@ -381,13 +392,54 @@ def fit(rows: Iterable[Mapping[str, Any]], gpu: str, sms: int, bandwidth: float,
             c = Constants(c.launch, c.tile, c.full_step, c.latency, per_layout)
         cal.points.setdefault(dt, {})[key] = c
         errors.setdefault(dt, {})[key] = err
+    rows = list(rows)
+    cal.copy_penalty = min(_PENALTY_GRID, key=lambda penalty: pick_regret(
+        rows, dataclasses.replace(cal, copy_penalty=penalty))[0])
     return cal, errors
+
+
+#: The copy penalties ``fit`` tries, seconds.
+_PENALTY_GRID = [0.0, 5e-6, 10e-6, 15e-6, 20e-6, 30e-6, 45e-6]
+
+
+def pick_regret(rows: Iterable[Mapping[str, Any]], cal: Calibration
+                ) -> tuple[float, list[float]]:
+    """How the model's picks among each row's timed candidates compare with the fastest
+    of them (measured time of the pick over the best): the geometric mean and each row's.
+    What ``fit`` chooses the copy penalty by; the suites measure auto itself."""
+    from .generalisation import PARTS
+
+    regrets = []
+    for row in rows:
+        timed = [c for c in row.get("candidates", ()) if c.get("status") == "ok"]
+        if row.get("status") != "ok" or not timed:
+            continue
+        dtype, precision = PARTS[row["part"]]
+        batch = math.prod(row.get("lead") or [1])
+        item = DTYPES[dtype].itemsize
+        sizes = {"a": batch * row["m"] * row["k"] * item, "b": row["k"] * row["n"] * item}
+        priced = []
+        for cand in timed:
+            v = get_variant(cand["variant"])
+            c = cal.points.get(dtype_key(dtype, precision), {}).get(
+                point_key(v.name, cand["params"]))
+            if c is None:
+                continue
+            shape = Shape(row["m"], row["n"], row["k"], batch, row["layout"],
+                          padded=tuple(sizes[x] for x in cand.get("copies", ())))
+            w = work(v, cand["params"], dtype, shape, cal.sms)
+            priced.append((predict(c, w, shape, cal), cand["ms"]))
+        if priced:
+            regrets.append(min(priced)[1] / min(c["ms"] for c in timed))
+    mean = math.exp(sum(map(math.log, regrets)) / len(regrets)) if regrets else math.inf
+    return mean, regrets
 
 
 def _refit_step(c: Constants, samples: Sequence[Sample], cal: Calibration) -> float:
     """The full_step that fits ``samples`` (one layout's) best, the rest of ``c`` kept."""
     def error(full: float) -> float:
         trial = Constants(c.launch, c.tile, full, c.latency)
-        return sum(math.log(predict(trial, w, s, cal) / t) ** 2 for w, s, t in samples)
+        return sum(math.log(predict(trial, w, s, cal, choosing=False) / t) ** 2
+                   for w, s, t in samples)
 
     return min(_STEP_GRID, key=error)
