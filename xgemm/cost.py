@@ -156,7 +156,7 @@ def work(v: Variant, params: Mapping[str, int], dtype: str, shape: Shape, sms: i
     grid, _ = v.launch(params, shape.m, shape.n, sms, shape.batch)
     blocks = max(1, grid[0] * grid[1] * shape.batch * splits)
     if "SMS" not in " ".join(v.grid):
-        blocks = tiles  # one block a tile (grid z: the batch and the splits)
+        blocks = max(1, tiles)  # one block a tile (grid z: the batch and the splits)
     slots = sms * blocks_per_sm(v, params, dtype)
     rounds = cdiv(blocks, slots)
     sharing = min(cdiv(blocks, sms), blocks_per_sm(v, params, dtype))

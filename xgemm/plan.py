@@ -596,12 +596,15 @@ def _choose(mats: tuple, layouts: list, shapes: Shapes, dtype: str, device: int,
                           a_row_major=read[0] == "row" or copyable[0]),
         lambda: heuristic(m, n, k, dtype, min(cc, 89), precision, sms, count),  # no TMA
         lambda: heuristic(m, n, k, dtype, min(cc, 89), None, sms, count)]  # no TMA or TF32
-    for pick in picks:
+    for first, pick in enumerate(picks):  # noqa: B007  (first is read after the loop)
         name, p = pick()
         v = get_variant(name)
         if fits(v, p):
             break
-    if variants().index(v.name) >= variants().index(FIRST_MODELLED_RULE):
+    tuned = first == 0 and tunefile.tune_cache().lookup(gpu.gpu_name(device), dtype,
+                                                        m, n, k) is not None
+    if (tuned or 0 in (m, n, count)  # a tuned entry wins; an empty product has no cost
+            or variants().index(v.name) >= variants().index(FIRST_MODELLED_RULE)):
         return v, v.resolve(p, dtype)
     modelled = _cheapest(mats, layouts, read, copyable, shapes, dtype, device, precision)
     return modelled or (v, v.resolve(p, dtype))
