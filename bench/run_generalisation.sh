@@ -9,6 +9,8 @@
 #   LIMIT=170           seconds each part may take
 #   DEST=dir            where the JSON go (default: bench/results/$GPU, as run_canonical.sh)
 #   MODELS=0            skip the models suite
+#   MIN_DIM=512         draw M, N and K from 512 up (a calibration's stratum of large
+#                       shapes; its files are named random_PART_seedS_large.json)
 set -u
 export PYTHONUNBUFFERED=1
 export XGEMM_TUNE_CACHE=${XGEMM_TUNE_CACHE:-/tmp/xgemm_tuned.json}  # no tuned entries
@@ -23,11 +25,12 @@ for seed in ${SEEDS:-2 3}; do
       tf32) args=(--dtype float32 --precision tf32) ;;
       *) args=(--dtype "$part") ;;
     esac
+    name=random_${part}_seed$seed${MIN_DIM:+_large}
     timeout "${LIMIT:-170}" python3 -m xgemm bench --suite random --seed "$seed" \
-      --count "${COUNT:-36}" "${args[@]}" --json "$DEST/random_${part}_seed$seed.json" \
-      > "$DEST/random_${part}_seed$seed.txt" 2>&1
+      --count "${COUNT:-36}" --min-dim "${MIN_DIM:-1}" "${args[@]}" --json "$DEST/$name.json" \
+      > "$DEST/$name.txt" 2>&1
     code=$?
-    echo "== random seed $seed $part: exit $code; $(tail -1 "$DEST/random_${part}_seed$seed.txt")"
+    echo "== $name: exit $code; $(tail -1 "$DEST/$name.txt")"
     [ $code = 0 ] || status=$code
   done
 done

@@ -68,6 +68,9 @@ def _parser() -> argparse.ArgumentParser:
     bench.add_argument("--seed", type=int, default=1, help="--suite random: the sample's seed")
     bench.add_argument("--count", type=int, default=36,
                        help="--suite random: how many shapes")
+    bench.add_argument("--min-dim", type=int, default=1,
+                       help="--suite random: the smallest M, N and K drawn (a stratum of "
+                            "large shapes for calibration: 512)")
     bench.add_argument("--no-regret", dest="regret", action="store_false",
                        help="--suite random/models: time auto and cuBLAS only, not every "
                             "candidate (no regret)")
@@ -322,7 +325,8 @@ def _bench_generalisation(args: argparse.Namespace) -> int:
     if args.family or args.sizes or args.shapes or args.variants or args.overhead \
             or args.csv or args.plot or args.roofline:
         _usage_error(f"--suite {args.suite} draws its own cases; it takes --dtype, "
-                     "--precision, --seed, --count, --no-regret, --repeat and --json")
+                     "--precision, --seed, --count, --min-dim, --no-regret, --repeat and "
+                     "--json")
     part = "tf32" if args.precision == "tf32" else args.dtype
     os.environ["CUPY_TF32"] = "1" if part == "tf32" else "0"
     if not _need_gpu("bench"):
@@ -330,7 +334,8 @@ def _bench_generalisation(args: argparse.Namespace) -> int:
     from . import bench, generalisation, overhead
 
     if args.suite == "random":
-        cases, seed = generalisation.random_cases(args.seed, args.count), args.seed
+        cases = generalisation.random_cases(args.seed, args.count, min_dim=args.min_dim)
+        seed = args.seed
     else:
         cases, seed = generalisation.model_cases(), None
     machine = bench.machine_info(measure=False)
