@@ -214,3 +214,25 @@ def tma_copies(name, a, b) -> tuple[str, ...]:
     return tuple(label for label, x in (("a", a), ("b", b))
                  if not tma_ready(x.data.ptr, layout_of(x.shape, x.strides, x.itemsize),
                                   x.itemsize))
+
+
+def auto_copies(launch, a, b) -> tuple[str, ...]:
+    """The operands of a single product that auto's pick must copy: those its
+    ``transpose_first`` moves into the other layout, and, for a TMA rung, those read in
+    place whose rows TMA cannot read (padded)."""
+    import xgemm.gpu
+    from xgemm.checks import layout_of
+    from xgemm.launch import tma_ready
+
+    v, p = launch.variant, launch.params
+    m, k = a.shape[-2:]
+    n = b.shape[-1]
+    copies = []
+    for name, x in (("a", a), ("b", b)):
+        layout = layout_of(x.shape, x.strides, x.itemsize)
+        read = "col" if layout.col else "row"
+        into = v.transposed_into(name, p, m, n, k, xgemm.gpu.multiprocessors(0))
+        if into not in (None, read) or (into is None and v.tma and k > 0
+                                        and not tma_ready(x.data.ptr, layout, x.itemsize)):
+            copies.append(name)
+    return tuple(copies)

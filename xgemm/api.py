@@ -71,7 +71,8 @@ def matmul(a: Any, b: Any, variant: str = DEFAULT_VARIANT, out: Any = None,
             and broadcast batch dimensions follow numpy.matmul; a batch runs in one launch.
         variant: a name from :func:`xgemm.variants`, or "auto" (the default): the variant
             and parameters that ``xgemm.tune`` found fastest for this GPU, dtype and a
-            shape like this one, else the heuristic of :func:`xgemm.choice.heuristic`.
+            shape like this one, else the candidate the cost model (``xgemm.cost``)
+            prices cheapest for this shape, its layouts and the copies each would make.
         out: optional CuPy array of the result's shape and dtype, written in place (an
             ``out`` that overlaps ``a`` or ``b`` is written through a temporary). For
             16-bit inputs a float32 ``out`` takes the float32 sums unrounded.

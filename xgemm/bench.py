@@ -246,13 +246,15 @@ def hold_gpu(us: float = HOLD_US) -> None:
 
 
 def time_launches(launch: Callable[[], object], warmup: int = 3, repeat: int = 30,
-                  max_seconds: float = 3.0, flush_l2: bool = False) -> list[float]:
+                  max_seconds: float = 3.0, flush_l2: bool = False,
+                  hold_us: float = HOLD_US) -> list[float]:
     """Milliseconds of each of ``repeat`` calls of ``launch``, each between its own pair of
     CUDA events, after ``warmup`` untimed calls; stops after ``max_seconds`` once it has
     five. With ``flush_l2`` the L2 is scrubbed (untimed) before each timed call. Before
     each the GPU is held busy (``hold_gpu``) while the host records the first event and
     makes the call, so the time is the GPU's alone: without the hold, the host time of
-    the call (tens of microseconds) would count as kernel time. The events go on the
+    the call (tens of microseconds) would count as kernel time. ``hold_us``: how long,
+    longer than the call's host time (a call that copies operands takes more). The events go on the
     current device's current stream: ``launch`` must run there."""
     import cupy
 
@@ -264,7 +266,7 @@ def time_launches(launch: Callable[[], object], warmup: int = 3, repeat: int = 3
     for _ in range(repeat):
         if flush_l2:
             _l2_scrub(cupy.cuda.Device().id).fill(0)
-        hold_gpu()
+        hold_gpu(hold_us)
         start.record()
         launch()
         stop.record()

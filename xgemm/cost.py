@@ -15,10 +15,14 @@ them, K split SPLITS ways):
 and prices them with five constants measured per GPU, rung, point and dtype (and the
 layout A and B are read in, which changes how fast a rung's loads go):
 
-    time = launch + copies + max(rounds x tiles_per_block x (tile + steps x step),
-                                 bytes / bandwidth)
+    time = copies + max(launch + max(rounds x tiles_per_block x (tile + steps x step),
+                                     bytes / bandwidth),
+                        C's bytes / store_bandwidth)
     step = max(sharing x full_step, latency)
 
+and never less than C takes to leave the rung's epilogue (``store_bandwidth``: the
+fastest any calibration sample wrote C, launch included, which bounds products of tiny
+K).
 ``full_step`` is a K step's time with the SM's FLOPs or load bandwidth to itself (the
 rung's sustained rate), ``latency`` the least a step takes however little it does (the
 pipeline's depth: few tiles, long K), ``tile`` what a tile costs besides its steps
@@ -62,8 +66,8 @@ CALIBRATION_DIR = Path(__file__).resolve().parent / "calibration"
 CALIBRATION_ENV = "XGEMM_CALIBRATION"
 #: Threads and shared memory an SM holds (sm_80 and sm_90), for blocks per SM.
 SM_THREADS, SM_SHARED = 2048, 228 * 1024
-#: Blocks an SM holds at most.
-SM_BLOCKS = 32
+#: Blocks an SM holds at most, and its registers.
+SM_BLOCKS, SM_REGISTERS = 32, 65536
 #: Layout keys: how A and B are read, "N" row-major, "T" column-major.
 LAYOUTS = ("NN", "NT", "TN", "TT")
 
@@ -93,6 +97,10 @@ class Constants:
     #: full_step per layout where it differs from the one above (the layouts it was
     #: measured in)
     layout_step: Mapping[str, float] | None = None
+    #: bytes/s at which the rung writes C at best (its epilogue's stores: from mma
+    #: fragments, 4 bytes a lane, far below DRAM's), the most any sample reached; None:
+    #: bounded by DRAM alone
+    store_bandwidth: float | None = None
 
     def step_for(self, layout: str) -> float:
         return (self.layout_step or {}).get(layout, self.full_step)
@@ -124,14 +132,38 @@ def dtype_key(dtype: str, precision: str | None = None) -> str:
 
 
 # -- counting ---------------------------------------------------------------------------------
-def blocks_per_sm(v: Variant, params: Mapping[str, int], dtype: str) -> int:
-    """Blocks of ``v`` an SM runs at once, by threads and shared memory; one for a
+def blocks_per_sm(v: Variant, params: Mapping[str, int], dtype: str,
+                  registers: int | None = None) -> int:
+    """Blocks of ``v`` an SM runs at once, by threads, shared memory and (where known:
+    ``registers`` a thread, else the calibration's record) registers; one for a
     persistent grid (its blocks are as many as the SMs)."""
     if "SMS" in " ".join(v.grid):
         return 1
+    if registers is None:
+        recorded = calibration().blocks.get(dtype_key(dtype), {}).get(point_key(v.name, params))
+        if recorded:
+            return recorded
     threads = v.threads_per_block(params)
     smem = v.shared_memory(params, dtype) + 1024  # the runtime's 1 KiB a block
-    return max(1, min(SM_THREADS // threads, SM_SHARED // smem, SM_BLOCKS))
+    limit = min(SM_THREADS // threads, SM_SHARED // smem, SM_BLOCKS)
+    if registers:  # allocated per warp in units of 256
+        per_warp = -(-registers * 32 // 256) * 256
+        limit = min(limit, SM_REGISTERS // (per_warp * -(-threads // 32)))
+    return max(1, limit)
+
+
+def registers_of(v: Variant, params: Mapping[str, int], dtype: str, arch: str = "sm_90"
+                 ) -> int:
+    """Registers a thread of ``v`` at ``params`` takes, from an offline NVRTC build (no GPU)
+    of its first layouts and plain epilogue."""
+    from .compile import compile_offline
+    from .registry import Spec
+
+    flags = tuple(sorted((f, True) for f in v.flags))
+    spec = Spec(dtype, v.a_layouts[0] == "col", v.b_layouts[0] == "col", flags=flags)
+    report = compile_offline(v.source(params, spec), v.target or arch,
+                             name=f"{v.kernel_name}.cu")
+    return report.registers
 
 
 @dataclass(frozen=True)
@@ -145,10 +177,15 @@ class Work:
     sharing: int
     steps: int
     dram_bytes: int
+    c_bytes: int
 
 
-def work(v: Variant, params: Mapping[str, int], dtype: str, shape: Shape, sms: int) -> Work:
-    """Count the tiles, blocks, rounds and K steps of ``v`` at ``params`` on ``shape``."""
+def work(v: Variant, params: Mapping[str, int], dtype: str, shape: Shape, sms: int,
+         per_sm: int | None = None) -> Work:
+    """Count the tiles, blocks, rounds and K steps of ``v`` at ``params`` on ``shape``
+    (``per_sm``: blocks an SM runs at once, where the caller knows; else
+    :func:`blocks_per_sm`)."""
+    per_sm = per_sm or blocks_per_sm(v, params, dtype)
     bm, bn, bk = v.tile(params, dtype)
     splits = v.splits_of(params)
     per_product = cdiv(shape.m, bm) * cdiv(shape.n, bn)
@@ -157,16 +194,16 @@ def work(v: Variant, params: Mapping[str, int], dtype: str, shape: Shape, sms: i
     blocks = max(1, grid[0] * grid[1] * shape.batch * splits)
     if "SMS" not in " ".join(v.grid):
         blocks = max(1, tiles)  # one block a tile (grid z: the batch and the splits)
-    slots = sms * blocks_per_sm(v, params, dtype)
+    slots = sms * per_sm
     rounds = cdiv(blocks, slots)
-    sharing = min(cdiv(blocks, sms), blocks_per_sm(v, params, dtype))
+    sharing = min(cdiv(blocks, sms), per_sm)
     steps = cdiv(cdiv(shape.k, splits), bk) if shape.k else 0
     item = DTYPES[dtype].itemsize
     out = shape.batch * shape.m * shape.n
     dram = shape.batch * (shape.m + shape.n) * shape.k * item + out * item
     if splits > 1:
         dram += 2 * splits * out * (8 if dtype == "float64" else 4)
-    return Work(tiles, blocks, cdiv(tiles, blocks), rounds, sharing, steps, dram)
+    return Work(tiles, blocks, cdiv(tiles, blocks), rounds, sharing, steps, dram, out * item)
 
 
 # -- the constants ----------------------------------------------------------------------------
@@ -181,6 +218,9 @@ class Calibration:
     copy_launch: float
     copy_bandwidth: float
     points: dict[str, dict[str, Constants]]
+    #: blocks per SM per dtype key and candidate, from each one's registers (an offline
+    #: build) with its threads and shared memory
+    blocks: dict[str, dict[str, int]] = dataclasses.field(default_factory=dict)
     #: Seconds added per copy when choosing (not when fitting): a padded copy's time per
     #: call has a long tail (CuPy's allocation and strided copy), which the fitted
     #: launch and bandwidth, a copy's typical cost, do not carry. Chosen by ``fit`` as the
@@ -192,7 +232,8 @@ class Calibration:
         points = {dt: {key: Constants(**c) for key, c in entries.items()}
                   for dt, entries in data["points"].items()}
         return cls(data["gpu"], data["sms"], data["bandwidth"], data["copy_launch"],
-                   data["copy_bandwidth"], points, data.get("copy_penalty", 0.0))
+                   data["copy_bandwidth"], points, data.get("blocks", {}),
+                   data.get("copy_penalty", 0.0))
 
     def copies(self, shape: Shape, choosing: bool = True) -> float:
         """Seconds of the copies ``shape``'s plan makes before its kernel (``choosing``:
@@ -204,7 +245,7 @@ class Calibration:
     def to_json(self) -> dict[str, Any]:
         return {"gpu": self.gpu, "sms": self.sms, "bandwidth": self.bandwidth,
                 "copy_launch": self.copy_launch, "copy_bandwidth": self.copy_bandwidth,
-                "copy_penalty": self.copy_penalty,
+                "copy_penalty": self.copy_penalty, "blocks": self.blocks,
                 "points": {dt: {key: {k: v for k, v in vars(c).items() if v is not None}
                                 for key, c in sorted(entries.items())}
                            for dt, entries in sorted(self.points.items())}}
@@ -248,8 +289,9 @@ def predict(c: Constants, w: Work, shape: Shape, cal: Calibration, choosing: boo
     """The model's formula (the module's text) for counted work ``w``."""
     step = max(w.sharing * c.step_for(shape.layout), c.latency)
     compute = w.rounds * w.tiles_per_block * (c.tile + w.steps * step)
-    return (c.launch + cal.copies(shape, choosing)
-            + max(compute, w.dram_bytes / cal.bandwidth))
+    store = w.c_bytes / c.store_bandwidth if c.store_bandwidth else 0.0
+    return cal.copies(shape, choosing) + max(c.launch + max(compute, w.dram_bytes
+                                                            / cal.bandwidth), store)
 
 
 def ranked(shapes: Iterable[tuple[Variant, Mapping[str, int], Shape]], dtype: str,
@@ -321,21 +363,25 @@ def fit_point(samples: Sequence[Sample], cal: Calibration, grid: Sequence[float]
     steps = np.array([w.steps for w, _, _ in samples], dtype=float)
     dram = np.array([w.dram_bytes / cal.bandwidth for w, _, _ in samples])
     copies = np.array([cal.copies(s, choosing=False) for _, s, _ in samples])
+    store_bandwidth = max(w.c_bytes / t for w, _, t in samples)
+    store = np.array([w.c_bytes / store_bandwidth for w, _, _ in samples])
     best: tuple[float, Constants] | None = None
     for full in grid:
         for latency in grid:
             body = tiles * steps * np.maximum(sharing * full, latency)
             launch, tile = _lstsq_nonneg([1 / times, tiles / times],
                                          (times - copies - body) / times)
-            pred = launch + copies + np.maximum(tiles * tile + body, dram)
+            pred = copies + np.maximum(launch + np.maximum(tiles * tile + body, dram), store)
             err = float(np.mean(np.log(pred / times) ** 2))
             if best is None or err < best[0]:
-                best = (err, Constants(launch, tile, full, latency))
+                best = (err, Constants(launch, tile, full, latency,
+                                       store_bandwidth=store_bandwidth))
     assert best is not None
     return best[1], math.sqrt(best[0])
 
 
-def samples_of(rows: Iterable[Mapping[str, Any]], sms: int) -> dict[tuple[str, str], list]:
+def samples_of(rows: Iterable[Mapping[str, Any]], sms: int,
+               blocks: Mapping[str, Mapping[str, int]]) -> dict[tuple[str, str], list]:
     """Each candidate's samples, by (dtype key, ``point_key``), from suite rows with every
     candidate timed (``xgemm.generalisation``, regret on). Times taken once (a candidate
     far slower than the best, timed once and dropped) are left out."""
@@ -355,8 +401,8 @@ def samples_of(rows: Iterable[Mapping[str, Any]], sms: int) -> dict[tuple[str, s
             v = get_variant(cand["variant"])
             shape = Shape(row["m"], row["n"], row["k"], batch, row["layout"],
                           padded=tuple(sizes[x] for x in cand.get("copies", ())))
-            w = work(v, cand["params"], dtype, shape, sms)
             key = (dtype_key(dtype, precision), point_key(v.name, cand["params"]))
+            w = work(v, cand["params"], dtype, shape, sms, blocks.get(key[0], {}).get(key[1]))
             found.setdefault(key, []).append((w, shape, cand["ms"] * 1e-3))
     return found
 
@@ -368,14 +414,16 @@ def fit(rows: Iterable[Mapping[str, Any]], gpu: str, sms: int, bandwidth: float,
     candidate's constants over all its samples, and its full_step again per layout where
     that layout has ``min_samples``. Returns it and, per dtype key and candidate, the
     fit's RMS log error."""
-    by_point = samples_of(rows, sms)
-    cal = Calibration(gpu, sms, bandwidth, 3e-6, bandwidth / 4, {})
+    rows = list(rows)
+    blocks = occupancies(rows)
+    by_point = samples_of(rows, sms, blocks)
+    cal = Calibration(gpu, sms, bandwidth, 3e-6, bandwidth / 4, {}, blocks)
     padded = max(by_point.values(), key=lambda s: sum(bool(x[1].padded) for x in s))
     coarse = _STEP_GRID[::3]
     copy_fits = []
     for launch in _COPY_LAUNCH_GRID:
         for copy_bandwidth in _COPY_BANDWIDTH_GRID:
-            trial = Calibration(gpu, sms, bandwidth, launch, copy_bandwidth, {})
+            trial = Calibration(gpu, sms, bandwidth, launch, copy_bandwidth, {}, blocks)
             copy_fits.append((fit_point(padded, trial, coarse)[1], launch, copy_bandwidth))
     _, cal.copy_launch, cal.copy_bandwidth = min(copy_fits)
     errors: dict[str, dict[str, float]] = {}
@@ -389,13 +437,39 @@ def fit(rows: Iterable[Mapping[str, Any]], gpu: str, sms: int, bandwidth: float,
             if len(mine) >= min_samples:
                 per_layout[layout] = _refit_step(c, mine, cal)
         if per_layout:
-            c = Constants(c.launch, c.tile, c.full_step, c.latency, per_layout)
+            c = dataclasses.replace(c, layout_step=per_layout)
         cal.points.setdefault(dt, {})[key] = c
         errors.setdefault(dt, {})[key] = err
-    rows = list(rows)
     cal.copy_penalty = min(_PENALTY_GRID, key=lambda penalty: pick_regret(
         rows, dataclasses.replace(cal, copy_penalty=penalty))[0])
     return cal, errors
+
+
+def occupancies(rows: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, int]]:
+    """Blocks per SM of every candidate the rows timed, by dtype key and ``point_key``:
+    its registers from an offline build (two at a time), its threads, its shared memory."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from .generalisation import PARTS
+
+    todo: dict[tuple[str, str], tuple[Variant, dict, str]] = {}
+    for row in rows:
+        dtype, precision = PARTS.get(row.get("part"), (None, None))
+        for cand in row.get("candidates", ()) if dtype else ():
+            v = get_variant(cand["variant"])
+            if "SMS" not in " ".join(v.grid):  # persistent grids: one block an SM
+                key = (dtype_key(dtype, precision), point_key(v.name, cand["params"]))
+                todo.setdefault(key, (v, dict(cand["params"]), dtype))
+
+    def count(item: tuple[Variant, dict, str]) -> int:
+        v, params, dtype = item
+        return blocks_per_sm(v, params, dtype, registers_of(v, params, dtype))
+
+    found: dict[str, dict[str, int]] = {}
+    with ThreadPoolExecutor(2) as pool:
+        for (dt, key), n in zip(todo, pool.map(count, todo.values()), strict=True):
+            found.setdefault(dt, {})[key] = n
+    return found
 
 
 #: The copy penalties ``fit`` tries, seconds.
@@ -410,8 +484,9 @@ def pick_regret(rows: Iterable[Mapping[str, Any]], cal: Calibration
     from .generalisation import PARTS
 
     regrets = []
-    for row in rows:
-        timed = [c for c in row.get("candidates", ()) if c.get("status") == "ok"]
+    for row in rows:  # candidates timed once (far slower than the best) are left out
+        timed = [c for c in row.get("candidates", ())
+                 if c.get("status") == "ok" and c.get("timed") != "once"]
         if row.get("status") != "ok" or not timed:
             continue
         dtype, precision = PARTS[row["part"]]
@@ -427,7 +502,9 @@ def pick_regret(rows: Iterable[Mapping[str, Any]], cal: Calibration
                 continue
             shape = Shape(row["m"], row["n"], row["k"], batch, row["layout"],
                           padded=tuple(sizes[x] for x in cand.get("copies", ())))
-            w = work(v, cand["params"], dtype, shape, cal.sms)
+            per_sm = cal.blocks.get(dtype_key(dtype, precision), {}).get(
+                point_key(v.name, cand["params"]))
+            w = work(v, cand["params"], dtype, shape, cal.sms, per_sm)
             priced.append((predict(c, w, shape, cal), cand["ms"]))
         if priced:
             regrets.append(min(priced)[1] / min(c["ms"] for c in timed))
@@ -438,7 +515,7 @@ def pick_regret(rows: Iterable[Mapping[str, Any]], cal: Calibration
 def _refit_step(c: Constants, samples: Sequence[Sample], cal: Calibration) -> float:
     """The full_step that fits ``samples`` (one layout's) best, the rest of ``c`` kept."""
     def error(full: float) -> float:
-        trial = Constants(c.launch, c.tile, full, c.latency)
+        trial = dataclasses.replace(c, full_step=full)
         return sum(math.log(predict(trial, w, s, cal, choosing=False) / t) ** 2
                    for w, s, t in samples)
 

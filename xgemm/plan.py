@@ -17,7 +17,6 @@ import contextlib
 import functools
 import threading
 from collections import OrderedDict
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -43,7 +42,7 @@ from .checks import (
     parse_activation,
     scaling,
 )
-from .choice import TMA_PADDING_PAYS, choose, heuristic
+from .choice import choose, eight_bit_choice
 from .compile import get_kernel
 from .launch import (
     TMA_ALIGNMENT,
@@ -77,10 +76,6 @@ if TYPE_CHECKING:
 
 #: Most bytes of workspace a split-K launch may take for its partial products.
 MAX_WORKSPACE_BYTES = 2**30
-#: The first rung ``auto``'s rules may pick without asking the cost model: below it lie
-#: the teaching rungs (1-7), which the rules fall back to for shapes they were not fitted
-#: to (few rows, tiny K, small products), and where the model finds faster candidates.
-FIRST_MODELLED_RULE = "warptile"
 #: Plans kept (least recently used dropped first).
 PLAN_CACHE_SIZE = 2048
 
@@ -554,17 +549,15 @@ def _transposable(shapes: Shapes, vector: bool) -> bool:
 
 def _choose(mats: tuple, layouts: list, shapes: Shapes, dtype: str, device: int,
             precision: str | None) -> tuple[Variant, dict[str, int]]:
-    """``auto``: the tuned or heuristic choice, if it runs here at this precision and
-    reads both operands, in place or from the copy its ``transpose_first`` makes; else
-    the heuristic without TMA, then without TF32. Where the rules fall back to a rung of
-    the first seven (their thresholds were fitted to a few shapes, and below them lie
-    the few-row, tiny-K and small products), the cost model (``xgemm.cost``) picks among
-    every candidate instead."""
+    """``auto``: the tuning file's entry for this GPU, dtype and shape where it runs here
+    at this precision, else the candidate the cost model (``xgemm.cost``) prices
+    cheapest, each read as its plan would: in place, transposed first where its
+    ``transpose_first`` says so, padded where TMA cannot read a row."""
     cc = gpu.compute_capability(device)
     sms = gpu.multiprocessors(device)
     m, n, k, count = shapes.m, shapes.n, shapes.k, shapes.count
     if dtype in EIGHT_BIT:  # one rung multiplies them, copying what is not K-major
-        name, p = heuristic(m, n, k, dtype, cc, precision, sms, count)
+        name, p = eight_bit_choice(m, n, dtype, cc, sms, count)
         v = get_variant(name)
         check_arch(v, dtype, device)
         return v, v.resolve(p, dtype)
@@ -572,64 +565,22 @@ def _choose(mats: tuple, layouts: list, shapes: Shapes, dtype: str, device: int,
     copyable = [layout is not None and _transposable(shapes, vector)
                 for layout, vector in zip(layouts, (shapes.a_vector, shapes.b_vector),
                                           strict=True)]
-
-    def fits(v: Variant, p: dict[str, int]) -> bool:
-        if not (v.runs_on(cc) and v.precision in (None, precision)):
-            return False
-        for i, (name, readable) in enumerate((("a", v.a_layouts), ("b", v.b_layouts))):
-            into = v.transposed_into(name, p, m, n, k, sms) if copyable[i] else None
-            if (into or read[i]) not in readable:
-                return False
-            if not v.tma:
-                continue
-            if into not in (None, read[i]):  # TMA reads the copy: rows of K values
-                if k * mats[i].itemsize % TMA_ALIGNMENT:
-                    return False
-            elif (not tma_ready(mats[i].data.ptr, layouts[i], mats[i].itemsize)
-                  and m * n * k < TMA_PADDING_PAYS):  # larger: the plan pads a copy
-                return False
-        return True
-
-    picks: list[Callable[[], tuple[str, dict]]] = [
-        lambda: choose(m, n, k, dtype, device, precision, count),
-        lambda: heuristic(m, n, k, dtype, cc, precision, sms, count,
-                          a_row_major=read[0] == "row" or copyable[0]),
-        lambda: heuristic(m, n, k, dtype, min(cc, 89), precision, sms, count),  # no TMA
-        lambda: heuristic(m, n, k, dtype, min(cc, 89), None, sms, count)]  # no TMA or TF32
-    for first, pick in enumerate(picks):  # noqa: B007  (first is read after the loop)
-        name, p = pick()
-        v = get_variant(name)
-        if fits(v, p):
-            break
-    tuned = first == 0 and tunefile.tune_cache().lookup(gpu.gpu_name(device), dtype,
-                                                        m, n, k) is not None
-    if (tuned or 0 in (m, n, count)  # a tuned entry wins; an empty product has no cost
-            or variants().index(v.name) >= variants().index(FIRST_MODELLED_RULE)):
-        return v, v.resolve(p, dtype)
-    modelled = _cheapest(mats, layouts, read, copyable, shapes, dtype, device, precision)
-    return modelled or (v, v.resolve(p, dtype))
-
-
-def _cheapest(mats: tuple, layouts: list, read: list, copyable: list, shapes: Shapes,
-              dtype: str, device: int, precision: str | None
-              ) -> tuple[Variant, dict[str, int]] | None:
-    """The candidate the cost model prices cheapest, each read as its plan would: in
-    place, transposed first where its ``transpose_first`` says so, padded where TMA
-    cannot read a row; None where no candidate has constants here."""
-    cc, sms, props = (gpu.compute_capability(device), gpu.multiprocessors(device),
-                      gpu.properties(device))
-    m, n, k, count = shapes.m, shapes.n, shapes.k, shapes.count
-    item = mats[0].itemsize
-    sizes = (count * m * k * item, k * n * item)
-    acc_bytes = 8 if DTYPES[dtype].acc == "double" else 4  # split-K's partials
+    props = gpu.properties(device)
 
     def priced(v: Variant, p: dict[str, int]) -> cost.Shape | None:
+        """The shape as the cost model prices ``v`` at ``p`` here, or None: it cannot
+        run it (a layout it cannot read, a row TMA cannot read in its copy, limits)."""
+        if not (v.runs_on(cc) and v.precision in (None, precision)):
+            return None
         if (v.threads_per_block(p) > props.max_threads_per_block
                 or v.shared_memory(p, dtype) > (props.max_dynamic_smem if v.dynamic_smem
-                                                else props.max_static_smem)
-                or v.splits_of(p) * count * m * n * acc_bytes > MAX_WORKSPACE_BYTES
-                and v.splits_of(p) > 1):
+                                                else props.max_static_smem)):
             return None
+        acc_bytes = 8 if DTYPES[dtype].acc == "double" else 4  # split-K's partials
+        if v.splits_of(p) > 1 and v.splits_of(p) * count * m * n * acc_bytes > MAX_WORKSPACE_BYTES:
+            return None
+        item = mats[0].itemsize
+        sizes = (count * m * k * item, k * n * item)
         padded, transposed, letters = [], [], ""
         for i, (name, readable) in enumerate((("a", v.a_layouts), ("b", v.b_layouts))):
             into = v.transposed_into(name, p, m, n, k, sms) if copyable[i] else None
@@ -645,10 +596,19 @@ def _cheapest(mats: tuple, layouts: list, read: list, copyable: list, shapes: Sh
                 padded.append(sizes[i])
         return cost.Shape(m, n, k, count, letters, tuple(padded), tuple(transposed))
 
+    tuned = choose(m, n, k, dtype, device, precision, count)
+    if tuned is not None:
+        v = get_variant(tuned[0])
+        if priced(v, tuned[1]) is not None:
+            return v, v.resolve(tuned[1], dtype)
+    if 0 in (m, n, count):  # nothing to compute: any rung that reads the layouts
+        v = get_variant("tiled")
+        return v, v.resolve({}, dtype)
     ranked = cost.ranked(((v, p, shape) for v, p in cost.candidates(dtype, precision, cc)
                           if (shape := priced(v, p)) is not None), dtype, sms, precision)
-    if not ranked:
-        return None
+    if not ranked:  # no calibrated candidate (a dtype or GPU the model has no constants
+        v = get_variant("tiled")  # for): every rung is correct, and tiled reads all
+        return v, v.resolve({}, dtype)
     _, v, p = ranked[0]
     return v, v.resolve(p, dtype)
 

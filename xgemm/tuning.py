@@ -5,8 +5,8 @@ constraint or this GPU's limits are reported as invalid without compiling, the r
 compiled in parallel threads, checked against cuBLAS and timed. ``tune`` sweeps several
 variants on one shape and keeps the fastest (variant, parameters) in a JSON file in the
 user's cache directory (``xgemm.tunefile``), keyed by GPU name, dtype and shape bucket;
-``matmul`` with ``variant="auto"`` (the default) looks it up, and without an entry uses
-``xgemm.choice.heuristic``.
+``matmul`` with ``variant="auto"`` (the default) looks it up, and without an entry asks
+the cost model (``xgemm.cost``).
 
 Example:
     >>> import xgemm
