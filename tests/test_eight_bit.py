@@ -83,11 +83,11 @@ def test_an_int32_result_takes_no_epilogue():
 
 
 def test_int8_runs_on_rung_19_before_hopper():
-    from xgemm.choice import eight_bit_choice
+    from xgemm.choice import heuristic
 
-    assert eight_bit_choice(4096, 4096, "int8", 90, 132)[0] == NAME
-    assert eight_bit_choice(4096, 4096, "int8", 80, 108)[0] == "mma_int8"
-    assert eight_bit_choice(4096, 4096, E4M3, 80, 108)[0] == NAME  # which the plan refuses
+    assert heuristic(4096, 4096, 4096, "int8", 90)[0] == NAME
+    assert heuristic(4096, 4096, 4096, "int8", 80)[0] == "mma_int8"
+    assert heuristic(4096, 4096, 4096, E4M3, 80)[0] == NAME  # which the plan then refuses
 
 
 def test_the_compile_check_builds_every_output_scaling_and_mixed_format():

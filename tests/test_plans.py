@@ -40,6 +40,41 @@ def test_a_variant_declares_its_extra_arguments():
                 constraints=[], block=("1",), grid=("1",), extra_args=("workspace",))
 
 
+def test_heuristic_sizes_tiles_by_the_gpus_multiprocessors():
+    from xgemm.choice import heuristic
+
+    # 2048^2 in 128 x 256 tiles is 128 tiles: under two per SM of 132, not of 16
+    assert heuristic(2048, 2048, 2048, sms=132)[1]["BN"] == 128
+    assert heuristic(2048, 2048, 2048, sms=16)[1]["BN"] == 256
+    assert heuristic(1024, 1024, 1024, "float16", 90, sms=132)[1]["BN"] == 128
+    assert heuristic(1024, 1024, 1024, "float16", 90, sms=16)[1]["BN"] == 256
+    # 1024^2 in 128 x 128 tiles is 64: under 1.5 per SM of 132, so 64 x 128 tiles
+    assert heuristic(1024, 1024, 2048, sms=132)[1]["BM"] == 64
+    assert heuristic(1024, 1024, 2048, sms=16)[1]["BM"] == 128
+    # float64 1024^2 in 64 x 128 tiles is 128: fewer than 132 SMs, so 64 x 64 tiles
+    assert heuristic(1024, 1024, 1024, "float64", 90, sms=132)[1]["BN"] == 64
+    assert heuristic(1024, 1024, 1024, "float64", 90, sms=16)[1]["BN"] == 128
+    # a batch counts all its tiles: 16 x 1024^2 keeps 128 x 256 tiles (512 of them)
+    assert heuristic(1024, 1024, 1024, "float16", 90, batch=16)[1]["BN"] == 256
+    # a phase a tile (K = 64): the batch's products share the SMs
+    assert heuristic(1024, 1024, 64, "float16", 90, batch=64)[1]["SPREAD"] == 1
+    # at most 32 rows and long K: A's rows as wgmma's n (wgmma_rows), 64 columns a tile
+    # while two blocks a tile fit in the SMs, else 128; K split in two, or in four where
+    # that leaves under a block per two SMs
+    name, params = heuristic(16, 4096, 4096, "float16", 90, sms=132)
+    assert (name, params["BM"], params["BN"], params["SPLITS"]) == ("wgmma_rows", 16, 64, 2)
+    assert heuristic(16, 4096, 4096, "float16", 90, sms=16)[1]["BN"] == 128
+    assert heuristic(16, 1024, 4096, "float16", 90, sms=132)[1]["SPLITS"] == 4
+    assert heuristic(1, 4096, 4096, "float16", 90)[0] == "wgmma_rows"  # under 2^16 outputs
+    assert heuristic(16, 4096, 4096, "float16", 90, batch=4)[0] == "wgmma"  # a batch
+    # a few rows more: one m64 warpgroup; with long K and 64 tiles, at most half of 132
+    # SMs, K split in two (wgmma_splitk); half of 16 SMs they would not fit
+    assert heuristic(64, 4096, 4096, "float16", 90, sms=16)[1]["BM"] == 64
+    name, params = heuristic(64, 4096, 4096, "float16", 90, sms=132)
+    assert (name, params["BM"], params["SPLITS"]) == ("wgmma_splitk", 64, 2)
+    assert heuristic(64, 4096, 2048, "float16", 90, sms=132)[0] == "wgmma"  # shorter K
+
+
 def test_a_variant_declares_which_operands_auto_transposes_first():
     v = xgemm.get_variant("pipelined")
     p = v.resolve({"BM": 64, "BN": 128, "WM": 32, "WN": 64, "STAGES": 2})

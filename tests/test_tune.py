@@ -45,6 +45,22 @@ def test_shape_bucket(shape, bucket):
     assert tunefile.shape_bucket(*shape) == bucket
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "bfloat16"])
+@pytest.mark.parametrize("shape", [(1, 1, 1), (64, 4096, 64), (4097, 31, 1025), (2048,) * 3,
+                                   (8192,) * 3, (128, 128, 65536)])
+def test_heuristic_names_a_valid_point(shape, dtype):
+    name, params = choice.heuristic(*shape, dtype)
+    assert xgemm.get_variant(name).resolve(params, dtype) == params
+
+
+def test_heuristic_keeps_the_gpu_busy():
+    # 128 x 256 tiles for large outputs; 128 x 128 where those would leave SMs idle
+    assert choice.heuristic(8192, 8192, 8192)[1]["BN"] == 256
+    assert choice.heuristic(2048, 2048, 2048)[1]["BN"] == 128
+    assert choice.heuristic(8192, 8192, 8192, "float16", 90)[1]["BN"] == 256
+    assert choice.heuristic(1024, 1024, 1024, "float16", 90)[1]["BN"] == 128
+
+
 def test_cache_path_follows_the_environment(tmp_path, monkeypatch):
     monkeypatch.setenv(tunefile.CACHE_ENV, str(tmp_path / "x.json"))
     assert tunefile.cache_path() == tmp_path / "x.json"
@@ -166,7 +182,10 @@ def gpu_x(monkeypatch, fresh_plans):
 
 def test_choose_prefers_the_tuned_entry(gpu_x):
     gpu_x(75)
-    assert choice.choose(64, 64, 64, "float32", 0) is None  # nothing tuned: the cost model
+    assert choice.choose(64, 64, 64, "float32", 0) == choice.heuristic(64, 64, 64)
+    # no tensor-core rung below sm_80
+    assert choice.choose(4096, 4096, 64, "float16", 0) == ("vectorized", {
+        **xgemm.get_variant("vectorized").defaults})
     tunefile.tune_cache().store("GPU X", "float32", 64, 64, 64, "tiled", {"tile": 8}, 0.1)
     assert choice.choose(60, 33, 64, "float32", 0) == ("tiled", {"tile": 8})
 
@@ -176,7 +195,7 @@ def test_a_tuned_exact_entry_does_not_answer_for_tf32(gpu_x):
     tunefile.tune_cache().store("GPU X", "float32", 4096, 4096, 4096, "pipelined",
                               dict(xgemm.get_variant("pipelined").defaults), 3.0)
     assert choice.choose(4096, 4096, 4096, "float32", 0)[0] == "pipelined"
-    assert choice.choose(4096, 4096, 4096, "float32", 0, "tf32") is None
+    assert choice.choose(4096, 4096, 4096, "float32", 0, "tf32")[0] == "wgmma_tf32"
     tunefile.tune_cache().store("GPU X", "float32", 4096, 4096, 4096, "wgmma_tf32",
                               {"BN": 128}, 1.0)
     name, params = choice.choose(4096, 4096, 4096, "float32", 0, "tf32")

@@ -1,6 +1,6 @@
-"""``variant="auto"``: the tuning file's entry for a GPU, dtype and shape, where ``xgemm
-tune`` (or an autotuned call) wrote one; otherwise ``xgemm.plan`` asks the cost model
-(``xgemm.cost``) for the cheapest candidate. Lookups are cached per device, dtype, shape
+"""``variant="auto"``: which variant and parameters run a product nobody named one for.
+The tuning file's entry for the GPU, dtype and shape where ``xgemm tune`` wrote one, else
+a rule from the H100 measurements in bench/. Choices are cached per device, dtype, shape
 and precision, and forgotten when this process writes the tuning file.
 """
 
@@ -11,56 +11,182 @@ import functools
 from . import gpu, tunefile
 from .registry import cdiv, get_variant
 
+#: SMs of the H100 the rules were measured on: the default where no GPU is asked.
+H100_SMS = 132
+#: M x N x K from which a TMA rung pads operands whose rows TMA cannot read (a copy per
+#: call) rather than give way to one that reads them in place: float16 wgmma with the
+#: padded copies against mma, 1023^3 to 8191^3 and three oblong shapes, ran 1.5-3.3x
+#: faster (bench/results/h100/evidence/misaligned_float16.json); smaller, not measured.
+TMA_PADDING_PAYS = 10**9
 
-def eight_bit_choice(m: int, n: int, dtype: str, cc: int, sms: int, batch: int = 1
-                     ) -> tuple[str, dict[str, int]]:
-    """The one rung that multiplies 8-bit inputs on a GPU of compute capability ``cc`` x
-    10 (``wgmma_8bit`` on sm_90, ``mma_int8`` for int8 from sm_80), on its second
-    candidate point (narrower tiles, a deeper ring) where its defaults' tiles would leave
-    SMs idle: FP8 at 4096^3 ran 0.95x torch._scaled_mm with 4 stages against 0.77x with 3
-    (bench/results/h100/evidence/wgmma_8bit.txt). 8-bit rungs have no cost constants yet.
 
-    >>> eight_bit_choice(4096, 4096, "float8_e4m3fn", 90, 132)[1]["BN"]
-    256
-    >>> eight_bit_choice(1024, 1024, "int8", 80, 108)[0]
-    'mma_int8'
+def heuristic(m: int, n: int, k: int, dtype: str = "float32", cc: int = 90,
+              precision: str | None = None, sms: int = H100_SMS, batch: int = 1,
+              a_row_major: bool = True) -> tuple[str, dict[str, int]]:
+    """The variant ``auto`` uses for a shape nobody tuned, on a GPU of compute capability
+    ``cc`` x 10 with ``sms`` multiprocessors, from the H100 measurements in bench/: for
+    one 16-bit product of at most 32 rows, N >= 1024 and K >= 4096 ``wgmma_rows`` on sm_90
+    (``a_row_major``: A reaches the kernel row-major, in place or copied); for 16-bit
+    outputs of 2^16 elements or more the tensor cores, ``wgmma`` on sm_90
+    (``wgmma_splitk`` for at most 128 rows where its tiles would fill at most half the SMs
+    and K >= 4096; for
+    operands TMA cannot read in place, with padded copies from ``TMA_PADDING_PAYS``,
+    else the plan takes ``mma``), ``mma`` on sm_80 and
+    newer; the same for float32 with ``precision="tf32"`` through ``wgmma_tf32`` or
+    ``mma_tf32``, and for float64 through ``dmma`` (the FP64 tensor cores) from sm_80;
+    8-bit inputs (FP8, int8) ``wgmma_8bit`` on sm_90, int8 ``mma_int8`` before it;
+    splitk for float32 outputs of few tiles with K >= 4096; for
+    outputs of a million elements or more the fastest large-tile rung for the dtype
+    (``pipelined`` for float32, ``vectorized`` for the others), for mid-sized ones
+    ``pipelined`` on 64 x 64 tiles (float32) or coarse1d, tiled for small ones. Tiles
+    shrink where the large ones, over all ``batch`` products, would leave SMs idle. All
+    variants are correct for every shape, so this only ever costs speed.
+
+    >>> heuristic(4096, 4096, 4096)[0], heuristic(64, 64, 64)[0]
+    ('pipelined', 'tiled')
+    >>> [heuristic(1024, 512, 64, dtype)[0] for dtype in ("float32", "float64")]
+    ['pipelined', 'dmma']
+    >>> [heuristic(4096, 4096, 4096, "float16", cc)[0] for cc in (90, 100, 80, 75)]
+    ['wgmma', 'mma', 'mma', 'vectorized']
+    >>> [heuristic(4096, 4096, 4096, "float32", cc, "tf32")[0] for cc in (90, 80)]
+    ['wgmma_tf32', 'mma_tf32']
+    >>> [heuristic(4096, 4096, 4096, "float64", cc)[0] for cc in (90, 80, 75)]
+    ['dmma', 'dmma', 'vectorized']
+    >>> heuristic(128, 128, 65536)[1]["SPLITS"]  # K split across 32 blocks per tile
+    32
+    >>> [heuristic(m, 4096, 4096, "float16")[0] for m in (16, 64, 256)]
+    ['wgmma_rows', 'wgmma_splitk', 'wgmma']
     """
+    outputs = m * n
+
+    def tiles(bm: int, bn: int) -> int:  # of the whole batch
+        return cdiv(m, bm) * cdiv(n, bn) * batch
+
     eight_bit = get_variant("wgmma_8bit")
-    v = eight_bit if eight_bit.runs_on(cc) or dtype != "int8" else get_variant("mma_int8")
-    params, narrow = dict(v.defaults), {**v.defaults, **v.candidates[1]}
-    if cdiv(m, params["BM"]) * cdiv(n, params["BN"]) * batch < sms:
-        params = narrow
-    return v.name, params
+    if dtype == "int8" and not eight_bit.runs_on(cc):  # int8 before Hopper: rung 19, 64 x 64
+        params = dict(get_variant("mma_int8").defaults)  # tiles where its own leave SMs idle
+        if tiles(params["BM"], params["BN"]) < sms:      # (as for mma; not measured)
+            params.update(BM=64, BN=64, WM=32, WN=32)
+        return "mma_int8", params
+    if dtype in eight_bit.dtypes:  # the 8-bit rung on sm_90 (for FP8 elsewhere the plan
+        # says no rung runs there); 128 x 256 tiles, 128 x 128 where those leave SMs idle,
+        # with 4 stages (at 4096^3, FP8: 0.95x torch._scaled_mm against 0.77x with 3;
+        # evidence/wgmma_8bit.txt; the small products this serves were not measured)
+        params = dict(eight_bit.defaults)
+        if tiles(params["BM"], params["BN"]) < sms:
+            params.update(BN=128, STAGES=4)
+        return eight_bit.name, params
+    rows = get_variant("wgmma_rows")
+    if (dtype in rows.dtypes and rows.runs_on(cc) and precision is None and m <= 32
+            and n >= 1024 and k >= 4096 and batch == 1 and a_row_major):
+        # few rows, one product: A's rows as the instruction's n, 64 columns a tile while
+        # two blocks a tile fit in the SMs, K split in two, in four where that leaves under
+        # a block per two SMs (evidence/wgmma_rows.txt, x cuBLAS against auto's pick before:
+        # 16 x 4096 x 4096 1.00 / 0.89, 1 x 4096 x 4096 0.94 / 0.11, 8 x 4096 x 4096 0.92 /
+        # 0.11, 24 x 4096 x 4096 0.88 / 0.81, 16 x 11008 x 4096 0.87 / 0.81 on 128 columns,
+        # 16 x 1024 x 4096 0.96 / 0.07 in four; K = 1024 and batches ran slower)
+        bm = 16 if m <= 16 else 32
+        bn = 64 if 2 * tiles(bm, 64) <= sms else 128
+        return rows.name, {**rows.defaults, "BM": bm, "BN": bn,
+                           "SPLITS": 2 if 4 * tiles(bm, bn) >= sms else 4}
+    wgmma = get_variant("wgmma_tf32" if precision == "tf32" else "wgmma")
+    if dtype in wgmma.dtypes and wgmma.runs_on(cc) and outputs >= 1 << 16:
+        # 16-bit measurements in bench/results/h100/evidence/small_shape_sweeps.txt and
+        # (from issue 19) auto_rules.txt, ms or x cuBLAS
+        params = dict(wgmma.defaults)
+        splitk = get_variant("wgmma_splitk")
+        bm = 64 if m <= 64 else 128
+        if dtype in splitk.dtypes and m <= 128 and 2 * tiles(bm, 64) <= sms and k >= 4096:
+            # few tiles, long K: two blocks a tile, each half of K, so twice as many SMs
+            # stream the operands (evidence/wgmma_splitk.txt, x cuBLAS against wgmma's:
+            # 64 x 4096 x 4096 0.82 / 0.76, 128 x 4096 x 4096 on 128-row tiles 0.81 /
+            # 0.77, and for fewer rows, which wgmma_rows now takes, 16 x 4096 x 4096 0.84 /
+            # 0.79; with more tiles than half the SMs, 256 x 4096 x 4096, slower; few
+            # columns not measured)
+            return splitk.name, {**splitk.defaults, "BM": bm, "CONSUMERS": bm // 64}
+        if min(m, n) <= 64 and precision is None:  # a few rows (columns): one m64
+            # warpgroup, narrow tiles, a deep ring (16 x 4096 x 4096: 0.027 ms against
+            # 0.031 for 128 x 128 tiles)
+            params.update(BM=64, BN=64, CONSUMERS=1, STAGES=6)
+        elif tiles(128, 128) < sms and precision is None:  # 1024^3: 0.90x against 0.65x
+            params.update(BM=64, BN=128, CONSUMERS=1, STAGES=6)  # for 128 x 128, 3 stages
+        elif tiles(params["BM"], params["BN"]) < sms:  # fewer tiles than SMs; 2048^3:
+            params.update(BN=128)  # 6 stages 0.96x, 3 stages 0.87x
+            params.update(STAGES=6 if precision is None else params["STAGES"])
+        if k <= 2 * 64:  # a phase or two a tile: blocks walk the whole batch's tiles, 128
+            # wide (64 x (1024 x 1024 x 64): 0.83-0.86x cuBLAS against 0.53x, and 0.81x
+            # 256 wide; batched_grid.txt, auto_rules.txt)
+            params.update(SPREAD=1, BN=min(params["BN"], 128))
+        return wgmma.name, params
+    mma = get_variant({"tf32": "mma_tf32"}.get(precision, "dmma" if dtype == "float64" else "mma"))
+    if dtype in mma.dtypes and mma.runs_on(cc) and outputs >= 1 << 16:
+        params = dict(mma.defaults)
+        if tiles(params["BM"], params["BN"]) < sms:  # fewer tiles than SMs
+            params.update(BM=64, BN=64, WM=32, WN=32)
+        return mma.name, params
+    splitk = get_variant("splitk")
+    blocks = tiles(splitk.defaults["BM"], splitk.defaults["BN"])
+    if dtype in splitk.dtypes and blocks < 2 * sms and k >= 4096:
+        # few tiles of C, a long K: split K until there are two blocks per SM, 32 ways at
+        # most (128 x 128 x 65536: 0.12 ms at 32, 0.13 at 64, 0.20 at 128; evidence/
+        # auto_rules.txt, as for 8192 x 64 x 8192: 0.31 ms against 0.76 for coarse1d)
+        splits = next((s for s in (4, 16) if blocks * s >= 2 * sms or k // s <= 512), 32)
+        return "splitk", {**splitk.defaults, "SPLITS": splits}
+    if outputs >= 1 << 20:
+        pipelined = get_variant("pipelined")
+        if dtype in pipelined.dtypes:
+            params = dict(pipelined.defaults)  # 128 x 256 tiles: too few of them below 4096^2
+            if tiles(128, 128) < 3 * sms // 2 or k <= 1024:  # 128 x 128: a ragged last
+                # wave, or too little K to make up for it: 64 x 128 against 128 x 128 tiles,
+                # ms (bench/results/h100/evidence/small_shape_sweeps.txt): 1024^3 0.068 /
+                # 0.195, 1536^3 0.236 / 0.300; at 2048^3 0.432 / 0.402; 3000 x 2000 x 1000
+                # 0.326 / 0.399 (evidence/auto_rules.txt)
+                params.update(BM=64, BN=128, WM=32, WN=64, STAGES=2)
+            elif tiles(params["BM"], params["BN"]) < 2 * sms:  # two per SM
+                params.update(BN=128, STAGES=2)
+            return "pipelined", params
+        name = "vectorized"
+    elif dtype in get_variant("pipelined").dtypes and outputs >= 1 << 16:
+        # mid-sized float32: 64 x 64 tiles, 3 stages, 1.3-2.0x coarse1d's and tiled's speed
+        # from 300 x 700 x 200 to 768^3 (evidence/auto_rules.txt)
+        params = dict(get_variant("pipelined").defaults)
+        params.update(BM=64, BN=64, WM=32, WN=32, STAGES=3)
+        return "pipelined", params
+    else:
+        name = "coarse1d" if outputs >= 1 << 18 else "tiled"
+    return name, dict(get_variant(name).defaults)
 
 
 @functools.lru_cache(maxsize=4096)
-def _tuned(m: int, n: int, k: int, dtype: str, device: int, precision: str | None
-           ) -> tuple[str, tuple[tuple[str, int], ...]] | None:
+def _choice(m: int, n: int, k: int, dtype: str, device: int, precision: str | None,
+            batch: int) -> tuple[str, tuple[tuple[str, int], ...]]:
     found = tunefile.tune_cache().lookup(gpu.gpu_name(device), dtype, m, n, k)
     if found is None or (precision is not None
                          and get_variant(found[0]).precision != precision):
-        return None
+        found = heuristic(m, n, k, dtype, gpu.compute_capability(device), precision,
+                          gpu.multiprocessors(device), batch)
     name, params = found
     return name, tuple(sorted(params.items()))
 
 
 def choose(m: int, n: int, k: int, dtype: str, device: int, precision: str | None = None,
-           batch: int = 1) -> tuple[str, dict[str, int]] | None:
-    """The (variant, parameters) tuned for GPU ``device``, this dtype and this shape (or
-    its bucket), or None where nothing was tuned. With ``precision="tf32"`` an entry
-    counts only if it is a TF32 rung (tuning is exact unless TF32 rungs are named).
-    ``batch`` is accepted for the caller's convenience: entries are per product.
+           batch: int = 1) -> tuple[str, dict[str, int]]:
+    """The (variant, parameters) ``auto`` runs on GPU ``device`` for ``batch`` products of
+    this shape: tuned for this GPU and shape (or its bucket), else the heuristic for its
+    compute capability and SM count. With ``precision="tf32"`` a tuned entry counts only
+    if it is a TF32 rung (tuning is exact unless TF32 rungs are named). Cached per device,
+    dtype, shape, precision and batch; forgotten when this process writes the tuning file.
 
-    >>> choose(4096, 4096, 4096, "float16", 0)  # doctest: +SKIP
-    ('wgmma', {'BM': 128, ...})
+    >>> choose(4096, 4096, 4096, "float16", 0)[0]  # doctest: +SKIP
+    'wgmma'
     """
-    found = _tuned(m, n, k, dtype, device, precision)
-    return None if found is None else (found[0], dict(found[1]))
+    name, params = _choice(m, n, k, dtype, device, precision, batch)
+    return name, dict(params)
 
 
 def forget() -> None:
-    """Drop every cached lookup (the tuning file changed)."""
-    _tuned.cache_clear()
+    """Drop every cached choice (the tuning file changed, or the GPU's answers did)."""
+    _choice.cache_clear()
 
 
 tunefile.on_change(forget)

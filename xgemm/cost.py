@@ -284,6 +284,23 @@ def estimate(v: Variant, params: Mapping[str, int], dtype: str, shape: Shape,
     return predict(c, w, shape, cal)
 
 
+def estimate_near(v: Variant, params: Mapping[str, int], dtype: str, shape: Shape,
+                  sms: int | None = None, precision: str | None = None) -> float:
+    """:func:`estimate` at ``params``, or where that point has no constants, with those of
+    the rung's nearest candidate that has (the same tile first, then the fewest other
+    parameters changed); inf where the rung has none."""
+    if constants(v.name, params, dtype, precision) is not None:
+        return estimate(v, params, dtype, shape, sms, precision)
+    tile = ("BM", "BN", "CONSUMERS", "WM", "WN", "tile")
+    found = [(sum(10 * (params.get(x) != p.get(x)) for x in tile)
+              + sum(params.get(x) != p.get(x) for x in p), c)
+             for p in v.candidate_points(dtype)
+             if (c := constants(v.name, p, dtype, precision)) is not None]
+    if not found:
+        return math.inf
+    return estimate(v, params, dtype, shape, sms, precision, c=min(found, key=lambda x: x[0])[1])
+
+
 def predict(c: Constants, w: Work, shape: Shape, cal: Calibration, choosing: bool = True
             ) -> float:
     """The model's formula (the module's text) for counted work ``w``."""

@@ -17,6 +17,7 @@ import contextlib
 import functools
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -42,7 +43,7 @@ from .checks import (
     parse_activation,
     scaling,
 )
-from .choice import choose, eight_bit_choice
+from .choice import TMA_PADDING_PAYS, choose, heuristic
 from .compile import get_kernel
 from .launch import (
     TMA_ALIGNMENT,
@@ -76,6 +77,11 @@ if TYPE_CHECKING:
 
 #: Most bytes of workspace a split-K launch may take for its partial products.
 MAX_WORKSPACE_BYTES = 2**30
+#: How much faster the cost model must price its pick than the rules' pick to replace it:
+#: 30%, about the model's own error on one candidate (RMS log error 0.2-0.3 on the
+#: calibration's samples, xgemm/calibration/h100.json); margins of 10-30% picked alike on
+#: the calibration's sample (docs/notes.md).
+MODEL_MARGIN = 0.3
 #: Plans kept (least recently used dropped first).
 PLAN_CACHE_SIZE = 2048
 
@@ -549,15 +555,19 @@ def _transposable(shapes: Shapes, vector: bool) -> bool:
 
 def _choose(mats: tuple, layouts: list, shapes: Shapes, dtype: str, device: int,
             precision: str | None) -> tuple[Variant, dict[str, int]]:
-    """``auto``: the tuning file's entry for this GPU, dtype and shape where it runs here
-    at this precision, else the candidate the cost model (``xgemm.cost``) prices
-    cheapest, each read as its plan would: in place, transposed first where its
-    ``transpose_first`` says so, padded where TMA cannot read a row."""
+    """``auto``: the tuned or heuristic choice, if it runs here at this precision and
+    reads both operands, in place or from the copy its ``transpose_first`` makes; else
+    the heuristic without TMA, then without TF32. Unless the tuning file answered, the
+    cost model (``xgemm.cost``) then prices every candidate, and its cheapest replaces
+    the rules' pick where it should be faster by more than ``MODEL_MARGIN``: the rules'
+    picks were measured on the shapes they were written for, the model is about 25%
+    off on a candidate (its fit's RMS log error), and it is what knows the shapes the
+    rules' thresholds were never fitted to (few rows, tiny K, small products)."""
     cc = gpu.compute_capability(device)
     sms = gpu.multiprocessors(device)
     m, n, k, count = shapes.m, shapes.n, shapes.k, shapes.count
     if dtype in EIGHT_BIT:  # one rung multiplies them, copying what is not K-major
-        name, p = eight_bit_choice(m, n, dtype, cc, sms, count)
+        name, p = heuristic(m, n, k, dtype, cc, precision, sms, count)
         v = get_variant(name)
         check_arch(v, dtype, device)
         return v, v.resolve(p, dtype)
@@ -565,52 +575,102 @@ def _choose(mats: tuple, layouts: list, shapes: Shapes, dtype: str, device: int,
     copyable = [layout is not None and _transposable(shapes, vector)
                 for layout, vector in zip(layouts, (shapes.a_vector, shapes.b_vector),
                                           strict=True)]
-    props = gpu.properties(device)
 
-    def priced(v: Variant, p: dict[str, int]) -> cost.Shape | None:
-        """The shape as the cost model prices ``v`` at ``p`` here, or None: it cannot
-        run it (a layout it cannot read, a row TMA cannot read in its copy, limits)."""
+    def fits(v: Variant, p: dict[str, int]) -> bool:
         if not (v.runs_on(cc) and v.precision in (None, precision)):
-            return None
-        if (v.threads_per_block(p) > props.max_threads_per_block
-                or v.shared_memory(p, dtype) > (props.max_dynamic_smem if v.dynamic_smem
-                                                else props.max_static_smem)):
-            return None
-        acc_bytes = 8 if DTYPES[dtype].acc == "double" else 4  # split-K's partials
-        if v.splits_of(p) > 1 and v.splits_of(p) * count * m * n * acc_bytes > MAX_WORKSPACE_BYTES:
-            return None
-        item = mats[0].itemsize
-        sizes = (count * m * k * item, k * n * item)
-        padded, transposed, letters = [], [], ""
+            return False
         for i, (name, readable) in enumerate((("a", v.a_layouts), ("b", v.b_layouts))):
             into = v.transposed_into(name, p, m, n, k, sms) if copyable[i] else None
-            layout = into or read[i]
-            if layout not in readable:
-                return None
-            letters += "T" if layout == "col" else "N"
-            if into not in (None, read[i]):
-                transposed.append(sizes[i])
-                if v.tma and k * item % TMA_ALIGNMENT:  # TMA reads the copy's rows of K
-                    return None
-            elif v.tma and k > 0 and not tma_ready(mats[i].data.ptr, layouts[i], item):
-                padded.append(sizes[i])
-        return cost.Shape(m, n, k, count, letters, tuple(padded), tuple(transposed))
+            if (into or read[i]) not in readable:
+                return False
+            if not v.tma:
+                continue
+            if into not in (None, read[i]):  # TMA reads the copy: rows of K values
+                if k * mats[i].itemsize % TMA_ALIGNMENT:
+                    return False
+            elif (not tma_ready(mats[i].data.ptr, layouts[i], mats[i].itemsize)
+                  and m * n * k < TMA_PADDING_PAYS):  # larger: the plan pads a copy
+                return False
+        return True
 
-    tuned = choose(m, n, k, dtype, device, precision, count)
-    if tuned is not None:
-        v = get_variant(tuned[0])
-        if priced(v, tuned[1]) is not None:
-            return v, v.resolve(tuned[1], dtype)
-    if 0 in (m, n, count):  # nothing to compute: any rung that reads the layouts
-        v = get_variant("tiled")
-        return v, v.resolve({}, dtype)
+    picks: list[Callable[[], tuple[str, dict]]] = [
+        lambda: choose(m, n, k, dtype, device, precision, count),
+        lambda: heuristic(m, n, k, dtype, cc, precision, sms, count,
+                          a_row_major=read[0] == "row" or copyable[0]),
+        lambda: heuristic(m, n, k, dtype, min(cc, 89), precision, sms, count),  # no TMA
+        lambda: heuristic(m, n, k, dtype, min(cc, 89), None, sms, count)]  # no TMA or TF32
+    for first, pick in enumerate(picks):  # noqa: B007  (first is read after the loop)
+        name, p = pick()
+        v = get_variant(name)
+        if fits(v, p):
+            break
+    tuned = first == 0 and tunefile.tune_cache().lookup(gpu.gpu_name(device), dtype,
+                                                        m, n, k) is not None
+    if tuned or 0 in (m, n, count):  # a tuned entry wins; an empty product has no cost
+        return v, v.resolve(p, dtype)
+    rule = cost.Shape(m, n, k, count, *_priced_copies(v, p, mats, layouts, read, copyable,
+                                                      shapes, sms))
+    modelled = _cheapest(mats, layouts, read, copyable, shapes, dtype, device, precision)
+    if modelled is not None:
+        ruled = cost.estimate_near(v, p, dtype, rule, sms, precision)
+        if modelled[2] * (1 + MODEL_MARGIN) < ruled:
+            return modelled[0], modelled[1]
+    return v, v.resolve(p, dtype)
+
+
+def _priced_copies(v: Variant, p: dict[str, int], mats: tuple, layouts: list, read: list,
+                   copyable: list, shapes: Shapes, sms: int
+                   ) -> tuple[str, tuple[int, ...], tuple[int, ...]]:
+    """How ``v`` at ``p`` reads A and B ("NN".."TT") and the bytes it pads and transposes,
+    as its plan would (for a rung that reads the operands at all)."""
+    m, n, k, count = shapes.m, shapes.n, shapes.k, shapes.count
+    item = mats[0].itemsize
+    sizes = (count * m * k * item, k * n * item)
+    padded, transposed, letters = [], [], ""
+    for i, name in enumerate("ab"):
+        into = v.transposed_into(name, p, m, n, k, sms) if copyable[i] else None
+        letters += "T" if (into or read[i]) == "col" else "N"
+        if into not in (None, read[i]):
+            transposed.append(sizes[i])
+        elif v.tma and k > 0 and not tma_ready(mats[i].data.ptr, layouts[i], item):
+            padded.append(sizes[i])
+    return letters, tuple(padded), tuple(transposed)
+
+
+def _cheapest(mats: tuple, layouts: list, read: list, copyable: list, shapes: Shapes,
+              dtype: str, device: int, precision: str | None
+              ) -> tuple[Variant, dict[str, int], float] | None:
+    """The candidate the cost model prices cheapest and its estimate, each read as its
+    plan would: in place, transposed first where its ``transpose_first`` says so, padded
+    where TMA cannot read a row; None where no candidate has constants here."""
+    cc, sms, props = (gpu.compute_capability(device), gpu.multiprocessors(device),
+                      gpu.properties(device))
+    m, n, k, count = shapes.m, shapes.n, shapes.k, shapes.count
+    acc_bytes = 8 if DTYPES[dtype].acc == "double" else 4  # split-K's partials
+
+    def priced(v: Variant, p: dict[str, int]) -> cost.Shape | None:
+        if (v.threads_per_block(p) > props.max_threads_per_block
+                or v.shared_memory(p, dtype) > (props.max_dynamic_smem if v.dynamic_smem
+                                                else props.max_static_smem)
+                or v.splits_of(p) * count * m * n * acc_bytes > MAX_WORKSPACE_BYTES
+                and v.splits_of(p) > 1):
+            return None
+        letters, padded, transposed = _priced_copies(v, p, mats, layouts, read, copyable,
+                                                     shapes, sms)
+        readable = (v.a_layouts, v.b_layouts)
+        if any(("col" if x == "T" else "row") not in r for x, r in zip(letters, readable,
+                                                                        strict=True)):
+            return None
+        if transposed and v.tma and k * mats[0].itemsize % TMA_ALIGNMENT:
+            return None  # TMA reads the copy's rows of K
+        return cost.Shape(m, n, k, count, letters, padded, transposed)
+
     ranked = cost.ranked(((v, p, shape) for v, p in cost.candidates(dtype, precision, cc)
                           if (shape := priced(v, p)) is not None), dtype, sms, precision)
-    if not ranked:  # no calibrated candidate (a dtype or GPU the model has no constants
-        v = get_variant("tiled")  # for): every rung is correct, and tiled reads all
-        return v, v.resolve({}, dtype)
-    _, v, p = ranked[0]
-    return v, v.resolve(p, dtype)
+    if not ranked:
+        return None
+    t, v, p = ranked[0]
+    return v, v.resolve(p, dtype), t
 
 
 def _lay_out(a: cupy.ndarray, b: cupy.ndarray, v: Variant | None, params: dict[str, int],
