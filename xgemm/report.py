@@ -50,7 +50,7 @@ SIZES = (4096, 8192)
 #: Column order of the ladder table; a column appears when its results exist.
 COLUMNS = ("float32", "tf32", "float16", "bfloat16", "float64")
 #: The regions README.md may mark, in the order ``xgemm report`` prints them.
-REGIONS = ("ladder", "machine", "figures", "call_cost", "suite")
+REGIONS = ("ladder", "machine", "figures", "call_cost", "suite", "generalisation")
 
 _REGION = re.compile(r"(<!-- xgemm report: (\w+) -->\n)(.*?)(<!-- end -->)", re.S)
 
@@ -75,6 +75,8 @@ class Results:
     call_cost_path: Path | None = None
     suite: list[dict[str, Any]] = field(default_factory=list)
     suite_commits: set[str] = field(default_factory=set)
+    #: the generalisation suites' files (``--suite random`` / ``models``), as written
+    generalisation: list[dict[str, Any]] = field(default_factory=list)
     figures: list[Path] = field(default_factory=list)
 
     def columns(self) -> list[str]:
@@ -129,6 +131,8 @@ def load(directory: str | os.PathLike[str]) -> Results:
             continue
         if "host_us" in data or "queued_ms" in data:
             results.call_cost, results.call_cost_path = data, path
+        elif isinstance(data.get("summary"), dict) and isinstance(data.get("rows"), list):
+            results.generalisation.append(data)
         elif isinstance(data.get("suite"), list):
             results.suite += data["suite"]
             results.suite_commits.add(str(data.get("machine", {}).get("commit") or "unknown"))
@@ -507,16 +511,45 @@ def suite_table(results: Results) -> str:
     return "\n".join(lines)
 
 
+def generalisation_table(results: Results) -> str:
+    """The generalisation suites' summaries (``xgemm bench --suite random|models --json``),
+    one row per file: auto's whole call and kernel against cuBLAS (geometric means, the
+    worst call) and its regret against the fastest candidate.
+
+    >>> generalisation_table(Results(Path(".")))
+    'No generalisation results (`xgemm bench --suite random --json`).'
+    """
+    if not results.generalisation:
+        return "No generalisation results (`xgemm bench --suite random --json`)."
+
+    def number(value: Any) -> str:
+        return "-" if value is None else f"{value:.2f}"
+
+    lines = ["| suite | part | seed | shapes | call x cuBLAS | kernel x cuBLAS | worst call x"
+             " | regret, geomean | regret, worst | commit |", "|" + " --- |" * 10]
+    order = {"float16": 0, "bfloat16": 1, "float32": 2, "tf32": 3, "float64": 4}
+    for data in sorted(results.generalisation, key=lambda d: (
+            d.get("suite") != "random", d["summary"].get("seed") or 0,
+            order.get(d.get("part"), 9))):
+        s = data["summary"]
+        lines.append(f"| {data.get('suite')} | {data.get('part')} | {s.get('seed') or '-'} |"
+                     f" {s.get('ok')} of {s.get('cases')} | {number(s.get('geomean_call_x'))} |"
+                     f" {number(s.get('geomean_kernel_x'))} | {number(s.get('min_call_x'))} |"
+                     f" {number(s.get('geomean_regret'))} | {number(s.get('max_regret'))} |"
+                     f" {data.get('machine', {}).get('commit', 'unknown')} |")
+    return "\n".join(lines)
+
+
 # -- README ------------------------------------------------------------------------------
 def render(results: Results, readme_dir: str | os.PathLike[str] = REPO) -> dict[str, str]:
     """Every region's text, by region name.
 
     >>> sorted(render(Results(Path("."))))
-    ['call_cost', 'figures', 'ladder', 'machine', 'suite']
+    ['call_cost', 'figures', 'generalisation', 'ladder', 'machine', 'suite']
     """
     return {"ladder": ladder_table(results), "machine": machine_line(results, readme_dir),
             "figures": figures(results, readme_dir), "call_cost": call_cost_tables(results),
-            "suite": suite_table(results)}
+            "suite": suite_table(results), "generalisation": generalisation_table(results)}
 
 
 def update(text: str, regions: Mapping[str, str]) -> str:
