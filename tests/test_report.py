@@ -163,3 +163,16 @@ def test_suite_table_per_case_and_geometric_mean(tmp_path: Path):
     # the failed case counts in no mean: (0.5 * 2)^(1/2) and (0.25 * 4)^(1/2)
     assert lines[7] == "| float64 | **geometric mean** | | | **1.00** | **1.00** | |"
     assert lines[-1] == "Commit abc1234, on the machine above."
+
+
+def test_generalisation_summaries_render_one_row_per_file(tmp_path: Path):
+    summary = {"seed": 9, "cases": 3, "ok": 2, "geomean_call_x": 0.5, "geomean_kernel_x": 0.75,
+               "min_call_x": 0.125, "geomean_regret": 1.0625, "max_regret": 1.5}
+    (tmp_path / "random_float16_seed9.json").write_text(json.dumps(
+        {"machine": {"commit": "abc1234"}, "suite": "random", "part": "float16",
+         "summary": summary, "rows": []}))
+    results = report.load(tmp_path)
+    assert not results.suite and not results.runs  # not taken for the other kinds
+    table = report.generalisation_table(results).splitlines()
+    assert table[2] == ("| random | float16 | 9 | 2 of 3 | 0.50 | 0.75 | 0.12 | 1.06 | 1.50 |"
+                        " abc1234 |")

@@ -19,7 +19,7 @@ operands, read as they lie. A regret of 1 means auto picked the best it had.
 
 Example:
     >>> [c.label for c in random_cases(7, 3)]
-    ['23x1x1:TN', '4x151x2:NT', '3x1130x4:TN']
+    ['431x6043x1858:TN', '2891x2287x94:TN', '134x215x15684:TN']
 """
 
 from __future__ import annotations
