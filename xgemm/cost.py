@@ -110,17 +110,13 @@ def point_key(name: str, params: Mapping[str, int]) -> str:
     """A candidate's name in a calibration file: ``variant:P=V,...`` over its parameters
     that differ from the defaults.
 
-    >>> point_key("wgmma", {**xgemm_defaults("wgmma"), "BN": 128})
+    >>> import xgemm
+    >>> point_key("wgmma", {**xgemm.get_variant("wgmma").defaults, "BN": 128})
     'wgmma:BN=128'
     """
     defaults = get_variant(name).defaults
     changed = ",".join(f"{k}={v}" for k, v in sorted(params.items()) if defaults.get(k) != v)
     return f"{name}:{changed}"
-
-
-def xgemm_defaults(name: str) -> dict[str, int]:
-    """A variant's defaults (for examples)."""
-    return dict(get_variant(name).defaults)
 
 
 def dtype_key(dtype: str, precision: str | None = None) -> str:

@@ -29,7 +29,7 @@ import os
 import statistics
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 #: The largest dimension the random sample draws.
@@ -163,26 +163,6 @@ PARTS = {"float16": ("float16", None), "bfloat16": ("bfloat16", None),
          "float64": ("float64", None)}
 
 
-@dataclass
-class Candidates:
-    """The rungs and points ``auto`` weighs for a dtype and precision on a GPU, in the
-    registry's order, as (variant name, parameters)."""
-
-    dtype: str
-    precision: str | None
-    cc: int
-    points: list[tuple[str, dict[str, int]]] = field(default_factory=list)
-
-    def __post_init__(self) -> None:
-        from .registry import get_variant, variants
-
-        for name in variants():
-            v = get_variant(name)
-            if v.precision not in (None, self.precision) or not v.runs_on(self.cc):
-                continue
-            self.points += [(name, p) for p in v.candidate_points(self.dtype)]
-
-
 def _operands(case: Product, dtype: str, seed: int) -> tuple[Any, Any, Any]:
     """Fresh normal PyTorch operands of ``case`` on the GPU in its layout, and ``out``."""
     import torch
@@ -296,15 +276,14 @@ def _candidates(a: Any, b: Any, c: Any, dtype: str, precision: str | None, check
     in a call copies only what it cannot read: operands TMA cannot read are padded)."""
     import xgemm
 
-    from . import bench, gpu
+    from . import bench, cost, gpu
 
     found: list[dict[str, Any]] = []
     launches = []
-    for name, params in Candidates(dtype, precision,
-                                   gpu.compute_capability(a.device.index)).points:
-        entry: dict[str, Any] = {"variant": name, "params": params}
+    for v, params in cost.candidates(dtype, precision, gpu.compute_capability(a.device.index)):
+        entry: dict[str, Any] = {"variant": v.name, "params": params}
         try:
-            launches.append((entry, xgemm.prepare(a, b, name, out=c, **params)))
+            launches.append((entry, xgemm.prepare(a, b, v.name, out=c, **params)))
         except (ValueError, TypeError) as exc:  # a layout it cannot read, a grid too large
             found.append({**entry, "status": f"refused: {exc}"})
     with ThreadPoolExecutor(os.cpu_count() or 2) as pool:  # NVRTC runs outside the GIL
