@@ -71,8 +71,9 @@ def matmul(a: Any, b: Any, variant: str = DEFAULT_VARIANT, out: Any = None,
             and broadcast batch dimensions follow numpy.matmul; a batch runs in one launch.
         variant: a name from :func:`xgemm.variants`, or "auto" (the default): the variant
             and parameters that ``xgemm.tune`` found fastest for this GPU, dtype and a
-            shape like this one, else the candidate the cost model (``xgemm.cost``)
-            prices cheapest for this shape, its layouts and the copies each would make.
+            shape like this one, else the measured rules' pick
+            (:func:`xgemm.choice.heuristic`), replaced by the cost model's cheapest
+            candidate (``xgemm.cost``) where it prices that at least 30% cheaper.
         out: optional CuPy array of the result's shape and dtype, written in place (an
             ``out`` that overlaps ``a`` or ``b`` is written through a temporary). For
             16-bit inputs a float32 ``out`` takes the float32 sums unrounded.
