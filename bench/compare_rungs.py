@@ -25,7 +25,8 @@ from pathlib import Path
 import cupy
 
 import xgemm
-from xgemm.bench import relative_error, time_launches
+from xgemm.bench import relative_error
+from xgemm.timing import time_launches
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from first_call import load_baseline  # noqa: E402  (the baseline imported as a package)

@@ -16,7 +16,6 @@ Example:
 from __future__ import annotations
 
 import csv
-import functools
 import json
 import math
 import os
@@ -24,7 +23,7 @@ import platform
 import statistics
 import subprocess
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,6 +31,7 @@ from typing import Any
 from .api import AUTO, Launch, prepare
 from .gpu import properties
 from .registry import get_variant, numpy_dtype
+from .timing import time_launches
 
 #: Relative Frobenius error against cuBLAS above which a variant's result is called wrong,
 #: per dtype (cuBLAS and xgemm round differently; the 16-bit types round the output).
@@ -199,82 +199,6 @@ def machine_info(measure: bool = True) -> dict[str, Any]:
     if measure:
         info["copy_bandwidth_gbs"] = measure_copy_bandwidth()
     return info
-
-
-# -- timing ----------------------------------------------------------------------------
-@functools.cache
-def _l2_scrub(device: int):
-    """A buffer twice the L2's size on GPU ``device``: writing it evicts whatever the last
-    launch left."""
-    import cupy
-
-    with cupy.cuda.Device(device):
-        l2 = cupy.cuda.Device().attributes.get("L2CacheSize", 50 * 2**20)
-        return cupy.empty(2 * l2 // 4, cupy.float32)
-
-
-#: Microseconds the GPU is held busy before each timed launch (``hold_gpu``): longer than
-#: any warm call's host time, so the events time the GPU's work and not the host's.
-HOLD_US = 200.0
-
-
-@functools.cache
-def _hold_kernel(device: int):
-    import cupy
-
-    return cupy.RawKernel(r"""
-extern "C" __global__ void xgemm_hold(unsigned long long ns) {
-    unsigned long long start, now;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
-    do {
-        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
-    } while (now - start < ns);
-}""", "xgemm_hold")
-
-
-def hold_gpu(us: float = HOLD_US) -> None:
-    """Queue a kernel that keeps the current stream busy for ``us`` microseconds: what is
-    queued behind it is launched while it runs, so an event recorded after it stamps
-    the moment the GPU is free, not the moment the host got there.
-
-    >>> hold_gpu(50.0)  # doctest: +SKIP
-    """
-    import cupy
-    import numpy as np
-
-    _hold_kernel(cupy.cuda.Device().id)((1,), (1,), (np.uint64(us * 1000),))
-
-
-def time_launches(launch: Callable[[], object], warmup: int = 3, repeat: int = 30,
-                  max_seconds: float = 3.0, flush_l2: bool = False,
-                  hold_us: float = HOLD_US) -> list[float]:
-    """Milliseconds of each of ``repeat`` calls of ``launch``, each between its own pair of
-    CUDA events, after ``warmup`` untimed calls; stops after ``max_seconds`` once it has
-    five. With ``flush_l2`` the L2 is scrubbed (untimed) before each timed call. Before
-    each the GPU is held busy (``hold_gpu``) while the host records the first event and
-    makes the call, so the time is the GPU's alone: without the hold, the host time of
-    the call (tens of microseconds) would count as kernel time. ``hold_us``: how long,
-    longer than the call's host time (a call that copies operands takes more). The events go on the
-    current device's current stream: ``launch`` must run there."""
-    import cupy
-
-    for _ in range(warmup):
-        launch()
-    start, stop = cupy.cuda.Event(), cupy.cuda.Event()
-    times: list[float] = []
-    deadline = time.perf_counter() + max_seconds
-    for _ in range(repeat):
-        if flush_l2:
-            _l2_scrub(cupy.cuda.Device().id).fill(0)
-        hold_gpu(hold_us)
-        start.record()
-        launch()
-        stop.record()
-        stop.synchronize()
-        times.append(cupy.cuda.get_elapsed_time(start, stop))
-        if len(times) >= 5 and time.perf_counter() > deadline:
-            break
-    return times
 
 
 class Problem:

@@ -48,7 +48,7 @@ TOKENS = (1, 8, 32, 128, 512, 4096, 16384)
 ABANDON = 4.0
 #: Microseconds the GPU is held busy before each timed launch: a call whose plan pads
 #: operands for TMA spends up to a few hundred microseconds of host time (CuPy's copies,
-#: DLPack, tensor maps), over ``bench.HOLD_US``, and the GPU would wait for it in the
+#: DLPack, tensor maps), over ``timing.HOLD_US``, and the GPU would wait for it in the
 #: timed window.
 HOLD_US = 1000.0
 
@@ -200,11 +200,11 @@ def _baselines(a: Any, b: Any, c: Any, linear: bool) -> dict[str, Any]:
 
 
 def _kernel_ms(launch: Any, repeat: int, flush_l2: bool) -> float:
-    from . import bench
+    from . import timing
 
-    return statistics.median(bench.time_launches(launch, warmup=2, repeat=repeat,
-                                                 max_seconds=1.0, flush_l2=flush_l2,
-                                                 hold_us=HOLD_US))
+    return statistics.median(timing.time_launches(launch, warmup=2, repeat=repeat,
+                                                  max_seconds=1.0, flush_l2=flush_l2,
+                                                  hold_us=HOLD_US))
 
 
 def measure(part: str, case: Product, *, regret: bool = True, repeat: int = 10,
@@ -276,7 +276,7 @@ def _candidates(a: Any, b: Any, c: Any, dtype: str, precision: str | None, check
     in a call copies only what it cannot read: operands TMA cannot read are padded)."""
     import xgemm
 
-    from . import bench, cost, gpu
+    from . import cost, gpu, timing
 
     found: list[dict[str, Any]] = []
     launches = []
@@ -297,8 +297,8 @@ def _candidates(a: Any, b: Any, c: Any, dtype: str, precision: str | None, check
         if not error < tolerance:
             found.append({**entry, "status": f"wrong result: error {error:.3g}"})
             continue
-        first = bench.time_launches(launch, warmup=1, repeat=1, flush_l2=flush,
-                                    hold_us=HOLD_US)[0]
+        first = timing.time_launches(launch, warmup=1, repeat=1, flush_l2=flush,
+                                     hold_us=HOLD_US)[0]
         slow = first > ABANDON * best
         ms = first if slow else _kernel_ms(launch, repeat, flush)
         best = min(best, ms)

@@ -8,7 +8,7 @@ up: each kernel is a few microseconds), over the host clock; the median of ``rou
 Queued time: ``calls`` calls between two CUDA events, over ``calls``: what a loop of such
 products takes, host and GPU together; the median of ``rounds``. Kernel time: CUDA
 events around each single call of a prepared launch, the GPU held busy while the host
-makes the call (``xgemm.bench.time_launches``), so it is the GPU's time alone.
+makes the call (``xgemm.timing.time_launches``), so it is the GPU's time alone.
 
 Example:
     >>> from xgemm import overhead
@@ -154,14 +154,14 @@ def queued_rows(calls: int = 50, rounds: int = 7) -> list[dict[str, Any]]:
     import cupy
 
     import xgemm
-    from xgemm import bench
+    from xgemm import timing
 
     rows = []
     for dtype in ("float16", "float32"):
         for m, n, k in QUEUED_SHAPES:
             (a, b, out), torch_arrays = _inputs(m, n, k, 1, dtype)
             launch = xgemm.prepare(a, b, out=out)
-            kernel = statistics.median(bench.time_launches(launch, warmup=3, repeat=30))
+            kernel = statistics.median(timing.time_launches(launch, warmup=3, repeat=30))
             contenders = {"xgemm_ms": lambda a=a, b=b: xgemm.matmul(a, b),
                           "cupy_ms": lambda a=a, b=b: cupy.matmul(a, b)}
             if torch_arrays is not None:

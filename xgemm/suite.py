@@ -4,7 +4,7 @@ cases a user of each dtype meets, kernel time and the time of the whole call.
 Each case is measured on one set of fresh random inputs, shared by both contenders:
 
 - kernel: CUDA events around each single call, the GPU held busy while the host makes it
-  (``xgemm.bench.time_launches``), so it is the GPU's time alone: for ``auto`` that of
+  (``xgemm.timing.time_launches``), so it is the GPU's time alone: for ``auto`` that of
   the prepared plan, copies included; the median of the runs.
 - call: ``xgemm.matmul`` queued back to back between two CUDA events, and the baseline
   the same way: what a loop of such products costs, host and GPU together; the two take
@@ -106,7 +106,7 @@ def measure(part: str, case: Case, repeat: int = 30, rounds: int = 5) -> dict[st
     import cupy
 
     import xgemm
-    from xgemm import bench, overhead
+    from xgemm import bench, overhead, timing
 
     dtype = "float32" if part == "tf32" else part
     precision = "tf32" if part == "tf32" else None
@@ -115,8 +115,8 @@ def measure(part: str, case: Case, repeat: int = 30, rounds: int = 5) -> dict[st
     a, b, c = problem.a, problem.b, problem.c
 
     def kernel_ms(fn) -> float:
-        return statistics.median(bench.time_launches(fn, repeat=repeat,
-                                                     flush_l2=problem.flush_l2))
+        return statistics.median(timing.time_launches(fn, repeat=repeat,
+                                                      flush_l2=problem.flush_l2))
 
     baselines = _baselines(a, b, precision)
     timed = {name: kernel_ms(fn) for name, fn in baselines.items()}
@@ -152,7 +152,7 @@ def measure_eight_bit(part: str, case: Case, repeat: int = 30, rounds: int = 5
     import torch
 
     import xgemm
-    from xgemm import bench, overhead
+    from xgemm import overhead, timing
 
     generator = torch.Generator("cuda").manual_seed(case.m * 7 + case.n * 3 + case.k)
     m, n, k = case.m, case.n, case.k
@@ -186,7 +186,7 @@ def measure_eight_bit(part: str, case: Case, repeat: int = 30, rounds: int = 5
         return xgemm.matmul(a, b, scale_a=scale_a, scale_b=scale_b)
 
     def kernel_ms(fn) -> float:
-        return statistics.median(bench.time_launches(fn, repeat=repeat))
+        return statistics.median(timing.time_launches(fn, repeat=repeat))
 
     launch = xgemm.prepare(a, b, scale_a=scale_a, scale_b=scale_b)
     expected = a.double() @ b.double()
