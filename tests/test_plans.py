@@ -92,7 +92,6 @@ def test_a_variant_declares_which_operands_auto_transposes_first():
 
 
 def test_by_value_arguments_hold_their_values_at_their_alignment():
-    pytest.importorskip("cupy", reason="the arguments are CuPy's CPointer objects")
     import ctypes
 
     from xgemm.launch import packed
@@ -100,9 +99,25 @@ def test_by_value_arguments_hold_their_values_at_their_alignment():
     values = (-7, 0.5, 3, 2**40, 2.5)
     args = packed("idiqf", values)
     kinds = (ctypes.c_int32, ctypes.c_double, ctypes.c_int32, ctypes.c_int64, ctypes.c_float)
-    assert [kind.from_address(arg.ptr).value for kind, arg in zip(kinds, args, strict=True)
-            ] == [-7, 0.5, 3, 2**40, 2.5]
-    assert all(arg.ptr % ctypes.sizeof(kind) == 0 for arg, kind in zip(args, kinds, strict=True))
+    assert [kind.from_address(arg.address).value for kind, arg
+            in zip(kinds, args, strict=True)] == [-7, 0.5, 3, 2**40, 2.5]
+    assert all(arg.address % ctypes.sizeof(kind) == 0
+               for arg, kind in zip(args, kinds, strict=True))
+
+
+def test_launch_arguments_point_at_each_parameter_in_order():
+    """cuLaunchKernel reads parameter i from the address at index i: device addresses
+    stored as 8 bytes, by-value arguments where they lie."""
+    import ctypes
+
+    from xgemm.launch import Arguments, packed
+
+    sizes = packed("iq", (17, -2**35))
+    args = Arguments([0x7F0000001000, sizes[0], 0, sizes[1]])
+    table = (ctypes.c_void_p * 4).from_address(args.address)
+    assert [ctypes.c_uint64.from_address(table[0]).value, ctypes.c_int32.from_address(
+        table[1]).value, ctypes.c_uint64.from_address(table[2]).value,
+        ctypes.c_int64.from_address(table[3]).value] == [0x7F0000001000, 17, 0, -2**35]
 
 
 # -- on the GPU ------------------------------------------------------------------------------
@@ -266,7 +281,7 @@ def test_a_pool_of_threads_calling_with_mixed_shapes(rng, fresh_plans):
 
 @gpu
 @pytest.mark.parametrize("name, dtype", [("auto", "float32"), ("tiled", "float64"),
-                                         ("wgmma", "float16")])
+                                         ("wgmma", "float16"), ("splitk", "float32")])
 def test_a_call_captured_in_a_cuda_graph_replays(rng, name, dtype):
     """matmul on a CuPy stream, captured in a CUDA graph: nothing in the call waits for
     the GPU or copies to the host (a capture refuses both), and the replay computes with

@@ -302,3 +302,61 @@ def test_tune_then_auto_follows_it(monkeypatch):
     c = xgemm.matmul(a, b)  # same bucket (128x128x64) as the tuned shape
     assert seen == [(best.variant, best.params)]
     assert relative_error(c, a, b) < 1e-5
+
+
+@pytest.mark.parametrize("variant", ["auto", "tune"])
+def test_choosing_variants_take_no_parameters(variant):
+    with pytest.raises(ValueError, match=f"variant='{variant}' picks its own parameters"):
+        xgemm.matmul(None, None, variant=variant, tile=16)
+
+
+@pytest.mark.parametrize("value, on", [("", False), ("0", False), ("1", True)])
+def test_autotuning_is_opt_in(monkeypatch, value, on):
+    from xgemm import autotune
+
+    monkeypatch.setenv(autotune.ENV, value)
+    assert autotune.enabled() is on
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("framework, setting", [("cupy", "variant"), ("torch", "environment")])
+def test_first_call_tunes_once_and_remembers(monkeypatch, rng, fresh_plans, framework,
+                                             setting):
+    """The first call times auto's contenders on its operands (untouched) and writes its
+    output once, correctly; the fastest is in the tuning file; later calls, and a new
+    process's auto, run it without timing again."""
+    import cupy
+    from conftest import poisoned, relative_error
+
+    from xgemm import autotune, plan
+
+    timed = []
+    real = autotune.time_launches
+    monkeypatch.setattr(autotune, "time_launches",
+                        lambda call, **kw: timed.append(call) or real(call, **kw))
+    a, b = rng.matrix(1500, 700), rng.matrix(700, 300, order="F")
+    a0, b0, out = a.copy(), b.copy(), poisoned(1500, 300)
+    kwargs = {"variant": "tune"}
+    if setting == "environment":
+        monkeypatch.setenv(autotune.ENV, "1")
+        kwargs = {}
+    if framework == "torch":
+        torch = pytest.importorskip("torch")
+        a, b, out = (torch.from_dlpack(x) for x in (a, b, out))
+    xgemm.matmul(a, b, out=out, **kwargs)
+    assert len(timed) >= 2, "fewer than two contenders timed"
+    c = cupy.from_dlpack(out) if framework == "torch" else out
+    assert relative_error(c, a0, b0) < 1e-5
+    assert bool((cupy.from_dlpack(a) == a0).all()) and bool((cupy.from_dlpack(b) == b0).all())
+    entry = tunefile.tune_cache().lookup(gpu.gpu_name(0), "float32", 1500, 300, 700, exact=True)
+    assert entry is not None
+    launch = xgemm.prepare(a, b, out=out, **kwargs)
+    assert (launch.variant.name, launch.params) == entry
+    count = len(timed)
+    xgemm.matmul(a, b, out=out, **kwargs)
+    tunefile._caches.clear()  # as a new process: the file read afresh, nothing planned
+    plan.PLANS.clear()
+    choice.forget()
+    assert (xgemm.prepare(a, b).variant.name, xgemm.prepare(a, b).params) == entry
+    xgemm.matmul(a, b, variant="tune")
+    assert len(timed) == count, "a shape the tuning file holds was timed again"

@@ -14,7 +14,7 @@ Example:
 """
 
 from . import declarations as _ladder  # noqa: F401  (registers the ladder)
-from .api import AUTO, DEFAULT_VARIANT, Launch, gemm, matmul, prepare, source
+from .api import AUTO, DEFAULT_VARIANT, TUNE, Launch, gemm, matmul, prepare, source
 from .compile import CompileError, PtxasReport, compile_offline
 from .memory_bound import reverse, stencil3x3, sum, transpose  # noqa: A004
 from .registry import ACTIVATIONS, DTYPES, Spec, Variant, families, get_variant, variants
@@ -30,6 +30,7 @@ __all__ = [
     "DEFAULT_VARIANT",
     "Launch",
     "SweepResults",
+    "TUNE",
     "CompileError",
     "PtxasReport",
     "Variant",

@@ -9,20 +9,18 @@ signature find the plan and launch it (``xgemm.launch``).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from .checks import AUTO, Scales, check_scalar, parse_activation, split_scales
+from . import autotune
+from .checks import AUTO, TUNE, Scales, check_scalar, parse_activation, split_scales
 from .launch import run
 from .plan import PLANS, Plan, build, call_key, check_factor
 from .registry import Spec, get_variant
 
-if TYPE_CHECKING:
-    pass
-
 #: The variant ``matmul`` uses when none is named: "auto", the tuned or ruled choice.
 DEFAULT_VARIANT = AUTO
 
-__all__ = ["AUTO", "DEFAULT_VARIANT", "Launch", "gemm", "matmul", "prepare", "source"]
+__all__ = ["AUTO", "DEFAULT_VARIANT", "TUNE", "Launch", "gemm", "matmul", "prepare", "source"]
 
 
 def _planned(a: Any, b: Any, variant: str, target: Any, target_name: str, bias: Any,
@@ -38,8 +36,13 @@ def _planned(a: Any, b: Any, variant: str, target: Any, target_name: str, bias: 
         if scales is not None or alpha != 1.0:  # what the key does not hold
             check_factor(plan.spec.dtype, plan.spec.c_dtype, alpha, scales)
         return plan, (a, b, target, bias, *((scales.a, scales.b) if scales else (None, None)))
-    plan, arrays = build(a, b, variant, target, target_name, bias, activation, precision,
-                         out_dtype, alpha, beta, params, formats, scales)
+    if variant == TUNE or (variant == AUTO and autotune.enabled()):
+        plan, arrays = autotune.build_tuned(a, b, target, target_name, bias, activation,
+                                            precision, out_dtype, alpha, beta, params,
+                                            formats, scales)
+    else:
+        plan, arrays = build(a, b, variant, target, target_name, bias, activation, precision,
+                             out_dtype, alpha, beta, params, formats, scales)
     if key is None:  # an array of neither framework, now converted to CuPy
         converted = Scales(scales.factor, *arrays[4:]) if scales else None
         key = call_key(*arrays[:3], target_name, arrays[3], variant, params, activation,
@@ -70,10 +73,13 @@ def matmul(a: Any, b: Any, variant: str = DEFAULT_VARIANT, out: Any = None,
             float16 or bfloat16 (the 16-bit types accumulate in float32). 1-D operands
             and broadcast batch dimensions follow numpy.matmul; a batch runs in one launch.
         variant: a name from :func:`xgemm.variants`, or "auto" (the default): the variant
-            and parameters that ``xgemm.tune`` found fastest for this GPU, dtype and a
-            shape like this one, else the measured rules' pick
+            and parameters that ``xgemm.tune`` (or autotuning) found fastest for this GPU,
+            dtype and a shape like this one, else the measured rules' pick
             (:func:`xgemm.choice.heuristic`), replaced by the cost model's cheapest
-            candidate (``xgemm.cost``) where it prices that at least 30% cheaper.
+            candidate (``xgemm.cost``) where it prices that at least 30% cheaper; or
+            "tune": auto, but the first call with a shape the tuning file does not hold
+            times auto's contenders on its operands and remembers the fastest there
+            (``xgemm.autotune``; ``XGEMM_AUTOTUNE=1`` makes every "auto" call do so).
         out: optional CuPy array of the result's shape and dtype, written in place (an
             ``out`` that overlaps ``a`` or ``b`` is written through a temporary). For
             16-bit inputs a float32 ``out`` takes the float32 sums unrounded.
@@ -143,7 +149,8 @@ def matmul(a: Any, b: Any, variant: str = DEFAULT_VARIANT, out: Any = None,
         >>> bool(cp.allclose(y, cp.maximum(a @ w.T + bias, 0), rtol=1e-4, atol=1e-4))
         True
     """
-    scales = _scales(scale_a, scale_b, formats)
+    scales = (None if scale_a is None and scale_b is None and formats is None  # most calls
+              else _scales(scale_a, scale_b, formats))
     plan, (a, b, out, bias, sa, sb) = _planned(a, b, variant, out, "out", bias, activation,
                                                precision, out_dtype, 1.0, 0.0, params, formats,
                                                scales)
@@ -190,9 +197,10 @@ class Launch:
 
     It holds the plan and references to the arrays, never copies of them: each call
     reads ``a``, ``b`` and ``c`` as they are at that moment, makes its own copies,
-    output, staging array and split-K workspace, and runs on the current stream of its
-    framework at that moment. So a Launch may be called again after its inputs changed
-    in place, or from another stream, or from two threads at once.
+    output and staging array (split-K's workspace is kept per stream and thread), and
+    runs on the current stream of its framework at that moment. So a Launch may be
+    called again after its inputs changed in place, or from another stream, or from two
+    threads at once.
     """
 
     def __init__(self, plan: Plan, arrays: tuple, alpha: float, beta: float) -> None:

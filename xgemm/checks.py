@@ -26,6 +26,9 @@ from .registry import (
 
 #: What ``variant=`` takes to let xgemm choose: tuned where ``xgemm tune`` ran, else a rule.
 AUTO = "auto"
+#: ... and to let it choose by timing: auto's contenders timed on the first call's own
+#: operands, the fastest remembered in the tuning file (``xgemm.autotune``).
+TUNE = "tune"
 #: What ``precision=`` takes: None, exact arithmetic in the inputs' dtype (the default),
 #: or "tf32", which lets float32 inputs run on the tensor cores as TF32 (10-bit mantissas).
 PRECISIONS = (None, "tf32")

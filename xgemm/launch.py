@@ -1,22 +1,24 @@
 """Launching a planned product: the per-call work, and nothing else.
 
 A call with a plan (``xgemm.plan``) takes its arrays' pointers, makes what this call
-needs of its own (copies of operands the plan says to copy, the output, a staging array,
-split-K's partial sums; its counters once per stream), encodes (or finds) the TMA tensor
-maps, packs the kernel's arguments and launches, on the stream of the caller's framework:
+needs of its own (copies of operands the plan says to copy, the output, a staging array;
+split-K's partial sums and counters once per stream), encodes (or finds) the TMA tensor
+maps, packs the kernel's arguments (once per set of addresses) and launches through the
+driver (cuda-bindings' ``cuLaunchKernel``), on the stream of the caller's framework:
 CuPy's current stream for CuPy arrays, PyTorch's for PyTorch tensors. Nothing here
 synchronises with the GPU or copies between host and device.
 """
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import functools
 import struct
 import threading
 import warnings
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -106,11 +108,6 @@ def _torch_raw_stream() -> Any:
     return raw or (lambda device: torch.cuda.current_stream(device).cuda_stream)
 
 
-def torch_stream(device: int):
-    """PyTorch's current stream on GPU ``device``, as a CuPy stream."""
-    return external_stream(_torch_raw_stream()(device), device)
-
-
 # -- operands made ready for a kernel ---------------------------------------------------
 def ready_operand(x: cupy.ndarray, full_shape: tuple[int, ...], layouts: tuple[str, ...],
                   name: str, variant: str, relayout: bool = False
@@ -176,49 +173,105 @@ def tma_padded(x: cupy.ndarray, layout: Layout) -> tuple[cupy.ndarray, Layout]:
     return view, Layout(layout.col, padded.shape[-1], found.batch_stride)  # ld even of 1 row
 
 
-# -- kernel arguments, as CuPy's launch takes them -----------------------------------------
-def by_value(owner: Any, address: int) -> Any:
-    """A kernel argument passed by value: the bytes at ``address``, which lie inside
-    ``owner`` (kept alive with the argument). CuPy's launch takes any ``CPointer`` as it
-    is, so an argument made once (a plan's sizes, a tensor map) costs nothing per call,
-    where a NumPy scalar is converted again on every launch."""
-    held = _held_type()(address)
-    held.owner = owner
-    return held
+# -- kernel arguments and launches, through the CUDA driver ------------------------------
+class ByValue:
+    """A kernel argument passed by value: the bytes at host ``address``, which lie inside
+    ``owner`` (kept alive with the argument). Made once (a plan's sizes, a tensor map), it
+    costs nothing per call."""
+
+    __slots__ = ("address", "owner")
+
+    def __init__(self, owner: Any, address: int) -> None:
+        self.owner, self.address = owner, address
 
 
-@functools.cache
-def _held_type() -> type:
-    from cupy.cuda.function import CPointer
+class Arguments:
+    """One launch's kernel parameters as ``cuLaunchKernel`` takes them: an array of host
+    addresses, one per parameter, each where that parameter's bytes lie. Device addresses
+    (ints) are stored here, 8 bytes each; a :class:`ByValue` stays where it is.
 
-    class Held(CPointer):
-        """CuPy's pointer to an argument's bytes, and (``owner``) what holds those bytes."""
+    >>> args = Arguments([0x7f0000000000, *packed("if", (64, 0.5))])  # doctest: +SKIP
+    """
 
-        __slots__ = ("owner",)
+    __slots__ = ("address", "_keep")
 
-    return Held
+    def __init__(self, values: Sequence[int | ByValue]) -> None:
+        pointers = [v for v in values if isinstance(v, int)]
+        stored = (ctypes.c_uint64 * max(len(pointers), 1))(*pointers)
+        base, index, addresses = ctypes.addressof(stored), 0, []
+        for value in values:
+            if isinstance(value, int):
+                addresses.append(base + 8 * index)
+                index += 1
+            else:
+                addresses.append(value.address)
+        array = (ctypes.c_void_p * max(len(addresses), 1))(*addresses)
+        self.address = ctypes.addressof(array)
+        self._keep = (stored, array, [v.owner for v in values if not isinstance(v, int)])
 
 
-@functools.cache
-def _address_type() -> type:
-    """CuPy's by-value 64-bit integer argument (a device address)."""
-    from cupy.cuda.function import CIntptr
-
-    return CIntptr
-
-
-def packed(codes: str, values: tuple) -> tuple:
+def packed(codes: str, values: tuple) -> tuple[ByValue, ...]:
     """``values`` as by-value kernel arguments of the C types ``codes`` names in
     ``struct``'s letters (``i`` int, ``q`` long long, ``f`` float, ``d`` double), packed
     once into one host buffer, each at its natural alignment (as C lays out parameters).
 
-    >>> args = packed("id", (7, 0.5))  # doctest: +SKIP
+    >>> [arg.address % 8 for arg in packed("id", (7, 0.5))][1]
+    0
     """
     size, offsets = _packing(codes)
     buffer = ctypes.create_string_buffer(size)
     struct.pack_into(codes, buffer, 0, *values)
     base = ctypes.addressof(buffer)
-    return tuple(by_value(buffer, base + offset) for offset in offsets)
+    return tuple(ByValue(buffer, base + offset) for offset in offsets)
+
+
+@functools.cache
+def _driver() -> Any:
+    """cuda-bindings' driver API, which launches every kernel."""
+    try:
+        from cuda.bindings import driver
+    except ImportError:
+        raise RuntimeError(
+            "xgemm launches its kernels through cuda-bindings, which is not installed: "
+            "pip install 'cuda-bindings>=13' (CUDA 13; 'cuda-bindings>=12,<13' for CUDA 12), "
+            "or install xgemm with its [cuda13] or [cuda12] extra") from None
+    return driver
+
+
+@functools.lru_cache(maxsize=256)
+def _stream_handle(ptr: int) -> Any:
+    return _driver().CUstream(ptr)
+
+
+@functools.lru_cache(maxsize=1024)
+def _function_handle(ptr: int) -> Any:
+    return _driver().CUfunction(ptr)
+
+
+def geometry(function: Any, grid: tuple[int, ...], block: tuple[int, ...], shared_mem: int
+             ) -> tuple:
+    """A launch's function handle, grid, block and dynamic shared memory as
+    ``cuLaunchKernel`` takes them (three dimensions each), for :func:`enqueue`."""
+    return (_function_handle(function.ptr), *(*grid, 1, 1)[:3], *(*block, 1, 1)[:3], shared_mem)
+
+
+def enqueue(launch: tuple, args: Arguments, stream_ptr: int) -> None:
+    """Queue one launch (:func:`geometry`) with ``args`` on the CUDA stream at
+    ``stream_ptr``; RuntimeError with the driver's reason if it refuses."""
+    driver = _driver()
+    (error,) = driver.cuLaunchKernel(*launch, _stream_handle(stream_ptr), args.address, 0)
+    if error:  # CUDA_SUCCESS is 0
+        if error == driver.CUresult.CUDA_ERROR_INVALID_CONTEXT:
+            # A thread that has made no CUDA runtime call yet (a pool's worker): a runtime
+            # call makes the device's primary context current, as CuPy does before a launch.
+            import cupy
+
+            cupy.cuda.runtime.memGetInfo()
+            (error,) = driver.cuLaunchKernel(*launch, _stream_handle(stream_ptr),
+                                             args.address, 0)
+        if error:
+            _, name = driver.cuGetErrorName(error)
+            raise RuntimeError(f"cuLaunchKernel refused the launch: {name.decode()} ({error})")
 
 
 @functools.cache
@@ -258,7 +311,7 @@ def tensor_map(address: int, dtype: str, dims: tuple[int, ...], strides: tuple[i
 
         cupy.cuda.runtime.memGetInfo()
         made = encode(address, dtype, dims, strides, box)
-    made = by_value(made, made.ctypes.data)
+    made = ByValue(made, made.ctypes.data)
     with _maps_lock:
         _maps[key] = made
         if len(_maps) > TENSOR_MAP_CACHE_SIZE:
@@ -270,7 +323,7 @@ def tensor_map(address: int, dtype: str, dims: tuple[int, ...], strides: tuple[i
 def empty_map() -> Any:
     """The map of an operand a kernel does not read (K = 0; C without TMA_STORE)."""
     zeros = np.zeros(1, dtype=np.dtype((np.void, 128)))
-    return by_value(zeros, zeros.ctypes.data)
+    return ByValue(zeros, zeros.ctypes.data)
 
 
 # -- one call ------------------------------------------------------------------------------
@@ -288,61 +341,115 @@ def run(plan: Any, a: Any, b: Any, target: Any, bias: Any, alpha: float, beta: f
         import cupy
 
         _current_device = cupy.cuda.runtime.getDevice
-    scales = (scale_a, scale_b)
     if _current_device() == plan.device:
-        return _run(plan, a, b, target, bias, alpha, beta, scales)
+        return _launch(plan, a, b, target, bias, alpha, beta, scale_a, scale_b)
     import cupy
 
     with cupy.cuda.Device(plan.device):
-        return _run(plan, a, b, target, bias, alpha, beta, scales)
+        return _launch(plan, a, b, target, bias, alpha, beta, scale_a, scale_b)
 
 
-def _run(plan: Any, a: Any, b: Any, target: Any, bias: Any, alpha: float, beta: float,
-         scales: tuple) -> Any:
-    if plan.framework != "torch":
-        return _launch(plan, a, b, target, bias, alpha, beta, None, scales)
-    stream = torch_stream(plan.device)
-    if plan.per_call_cupy:
-        with stream:  # CuPy's copies and workspaces on PyTorch's stream
-            return _launch(plan, a, b, target, bias, alpha, beta, stream, scales)
-    return _launch(plan, a, b, target, bias, alpha, beta, stream, scales)
-
-
-def _counters(plan: Any) -> Any:
-    """Split-K's arrival counters for this thread's current stream: zeroed when first asked
-    for, and left at zero by every launch (the last block or warp of a tile resets its
-    counter), so calls queued on one stream share them with no memset each. Kept per
-    stream and thread: launches on two streams may overlap, and CuPy's per-thread default
-    stream is one handle for as many streams as threads. While a CUDA graph is being
-    captured, zeroed per call, as the zeroing must be part of the graph."""
+def stream_pointer(plan: Any) -> int:
+    """The handle of the stream a call of ``plan`` runs on, on the current device: the
+    current stream of the plan's framework (PyTorch's for PyTorch tensors, else CuPy's)."""
+    if plan.framework == "torch":
+        return _torch_raw_stream()(plan.device)
     import cupy
 
-    stream = cupy.cuda.get_current_stream()
-    if stream.is_capturing():
-        return cupy.zeros(plan.arrivals, dtype=np.uint32)
-    key = (stream.ptr, threading.get_ident())
-    counters = plan.counters.get(key)
-    if counters is None:
-        counters = plan.counters[key] = cupy.zeros(plan.arrivals, dtype=np.uint32)
-    return counters
+    return cupy.cuda.get_current_stream().ptr
 
 
 def _launch(plan: Any, a: Any, b: Any, target: Any, bias: Any, alpha: float, beta: float,
-            stream: Any, scales: tuple) -> Any:
+            scale_a: Any, scale_b: Any) -> Any:
+    stream_ptr = stream_pointer(plan)
+    if plan.framework == "torch" and plan.per_call_cupy:
+        with external_stream(stream_ptr, plan.device):  # CuPy's copies on PyTorch's stream
+            return _enqueued(plan, a, b, target, bias, alpha, beta, scale_a, scale_b,
+                             stream_ptr)
+    return _enqueued(plan, a, b, target, bias, alpha, beta, scale_a, scale_b, stream_ptr)
+
+
+#: Most bytes of split-K partial sums kept between calls, per stream and thread (shared
+#: by every split-K plan: calls on one stream run in turn); a larger need is per call.
+KEPT_WORKSPACE_BYTES = 64 * 2**20
+_workspaces: dict[tuple[int, int, int], Any] = {}  # by (GPU, stream, thread)
+
+
+def _capturing(stream_ptr: int) -> bool:
+    """Whether the stream at ``stream_ptr`` is being captured into a CUDA graph (or cannot
+    say: the legacy stream while another stream captures)."""
+    driver = _driver()
+    error, status = driver.cuStreamIsCapturing(_stream_handle(stream_ptr))
+    return bool(error) or status != driver.CUstreamCaptureStatus.CU_STREAM_CAPTURE_STATUS_NONE
+
+
+def _on_stream(plan: Any, stream_ptr: int) -> Any:
+    """A context in which CuPy's work goes on ``stream_ptr`` (PyTorch's for its tensors;
+    for CuPy arrays it is CuPy's current stream already)."""
+    if plan.framework == "torch":
+        return external_stream(stream_ptr, plan.device)
+    return contextlib.nullcontext()
+
+
+def _split_k(plan: Any, stream_ptr: int, keep: list) -> tuple[int, int]:
+    """The addresses of split-K's partial sums and arrival counters for a call on the
+    stream at ``stream_ptr``. The counters, per plan, stream and thread, are zeroed when
+    first asked for and left at zero by every launch (the last block or warp of a tile
+    resets its counter); the partials, up to ``KEPT_WORKSPACE_BYTES``, are one buffer per
+    stream and thread that every plan shares. Kept per stream and thread: launches on
+    two streams may overlap, and CuPy's per-thread default stream is one handle for as
+    many streams as threads. So a call on a stream it ran on before allocates nothing.
+    While a CUDA graph is being captured, both are made for the call (the zeroing is then
+    part of the graph) and kept with the plan, as every replay writes them."""
+    key = (stream_ptr, threading.get_ident())
+    counters = plan.counters.get(key)
+    nbytes = plan.partials * plan.acc_bytes
+    workspace = _workspaces.get((plan.device, *key))
+    if (counters is not None and workspace is not None and workspace.nbytes >= nbytes
+            and not _capturing(stream_ptr)):
+        return workspace.data.ptr, counters.data.ptr
     import cupy
 
+    with _on_stream(plan, stream_ptr):
+        if _capturing(stream_ptr):
+            partials = cupy.empty(nbytes, dtype=np.uint8)
+            counters = cupy.zeros(plan.arrivals, dtype=np.uint32)
+            plan.captured.append((partials, counters))
+            return partials.data.ptr, counters.data.ptr
+        if counters is None:
+            counters = plan.counters[key] = cupy.zeros(plan.arrivals, dtype=np.uint32)
+        if nbytes > KEPT_WORKSPACE_BYTES:
+            partials = cupy.empty(nbytes, dtype=np.uint8)
+            keep.append(partials)
+            return partials.data.ptr, counters.data.ptr
+        if workspace is None or workspace.nbytes < nbytes:  # the old one is freed in
+            # stream order: CuPy's pool hands it out again only to work queued behind it
+            workspace = _workspaces[(plan.device, *key)] = cupy.empty(
+                min(max(nbytes, 2 * (workspace.nbytes if workspace is not None else 0)),
+                    KEPT_WORKSPACE_BYTES), dtype=np.uint8)
+        return workspace.data.ptr, counters.data.ptr
+
+
+def _enqueued(plan: Any, a: Any, b: Any, target: Any, bias: Any, alpha: float, beta: float,
+              scale_a: Any, scale_b: Any, stream_ptr: int) -> Any:
+    """Make this call's arrays, queue its launches on ``stream_ptr``; the result."""
     keep = []  # this call's own arrays, alive until their kernels are queued
-    ptr_a = _copy_pointer(plan.a, a, keep, stream) if plan.a.copied else pointer(a)
-    ptr_b = _copy_pointer(plan.b, b, keep, stream) if plan.b.copied else pointer(b)
+    torch_arrays = plan.framework == "torch"
+    ptr_a = (_copy_pointer(plan.a, a, keep, stream_ptr) if plan.a.copied
+             else a.data_ptr() if torch_arrays else a.data.ptr)
+    ptr_b = (_copy_pointer(plan.b, b, keep, stream_ptr) if plan.b.copied
+             else b.data_ptr() if torch_arrays else b.data.ptr)
     staging = view = None
     if plan.output == "new":
-        if plan.framework == "torch":
-            import torch
-
-            full = torch.empty(plan.shapes.full, dtype=plan.torch_c_dtype,
-                               device=plan.torch_device)
+        if torch_arrays:
+            # a.new_empty: PyTorch's allocator, a's GPU, and less argument parsing than
+            # torch.empty's
+            full = (a.new_empty(plan.shapes.full) if plan.torch_c_dtype is a.dtype else
+                    a.new_empty(plan.shapes.full, dtype=plan.torch_c_dtype))
             ptr_c = full.data_ptr()
         else:
+            import cupy
+
             full = cupy.ndarray(plan.shapes.full, plan.c_dtype_np)
             ptr_c = full.data.ptr
         result = full.reshape(plan.shapes.out) if plan.reshape else full
@@ -353,6 +460,8 @@ def _launch(plan: Any, a: Any, b: Any, target: Any, bias: Any, alpha: float, bet
         if plan.output == "in_place":
             ptr_c = pointer(target)
         else:  # through a staging array, copied back after the kernel
+            import cupy
+
             view = to_cupy(target)
             if plan.shapes.b_vector:
                 view = view[..., None]
@@ -366,6 +475,8 @@ def _launch(plan: Any, a: Any, b: Any, target: Any, bias: Any, alpha: float, bet
     if bias is None:
         ptr_bias = 0
     elif plan.copy_bias:
+        import cupy
+
         bias = cupy.ascontiguousarray(to_cupy(bias))  # a strided bias (rare, and small)
         keep.append(bias)
         ptr_bias = bias.data.ptr
@@ -373,75 +484,75 @@ def _launch(plan: Any, a: Any, b: Any, target: Any, bias: Any, alpha: float, bet
         ptr_bias = pointer(bias)
     ptrs = (ptr_a, ptr_b, ptr_c)
     if plan.splits > 1:  # split-K: partial products, and its counters
-        partials = cupy.empty(plan.partials, dtype=plan.acc)
-        arrivals = _counters(plan)
-        keep += (partials, arrivals)
-        ptrs += (partials.data.ptr, arrivals.data.ptr)
+        ptrs += _split_k(plan, stream_ptr, keep)
     if plan.scaled:  # an 8-bit product's scales (null: none), after split-K's two places
-        ptrs += (0, 0)[:5 - len(ptrs)] + tuple(0 if x is None else pointer(x) for x in scales)
+        ptrs += (0, 0)[:5 - len(ptrs)] + tuple(0 if x is None else pointer(x)
+                                             for x in (scale_a, scale_b))
     # The arguments of the last call that had these addresses and scalars are these too:
     # a loop over the same arrays (and the outputs the memory pool hands back) builds
     # them once.
     memo_key = (ptrs, ptr_bias, alpha, beta)
     memo = plan.last_args
     if memo is not None and memo[0] == memo_key:
-        arguments = memo[1]
+        launches = memo[1]
     else:
-        arguments = _arguments(plan, ptrs, ptr_bias, alpha, beta)
-        plan.last_args = (memo_key, arguments)
-    function = plan.function()
-    for chunk, args in zip(plan.chunks, arguments, strict=True):
-        function(chunk.grid, plan.block, args, plan.shared_mem, stream)
+        launches = _launches(plan, ptrs, ptr_bias, alpha, beta)
+        plan.last_args = (memo_key, launches)
+    for launch, args in launches:
+        enqueue(launch, args, stream_ptr)
     if staging is not None:
         view[...] = staging
     return result
 
 
-def _arguments(plan: Any, ptrs: tuple[int, ...], ptr_bias: int, alpha: float, beta: float
-               ) -> tuple[tuple, ...]:
-    """Each launch's kernel arguments: A, B, C, the plan's sizes, bias, alpha, beta, and
-    the variant's extras (``Variant.extra_args``), as CuPy's launch takes them."""
-    address = _address_type()
+def _launches(plan: Any, ptrs: tuple[int, ...], ptr_bias: int, alpha: float, beta: float
+              ) -> tuple[tuple[tuple, Arguments], ...]:
+    """Each launch's geometry (:func:`geometry`) and kernel arguments: A, B, C, the plan's
+    sizes, bias, alpha, beta, and the variant's extras (``Variant.extra_args``)."""
     if alpha == 1.0 and beta == 0.0:
         scalars = plan.unit
     else:
         scalars = packed(plan.acc_code * 2, (alpha, beta))
-    bias_arg = (address(ptr_bias),)
-    arguments = []
+    function = plan.function()
+    launches = []
     for chunk in plan.chunks:
-        args = (address(ptrs[0] + chunk.offsets[0]), address(ptrs[1] + chunk.offsets[1]),
-                address(ptrs[2] + chunk.offsets[2]), *plan.sizes, *bias_arg, *scalars)
-        if chunk.extra:
-            args += tuple(_extra(ptrs, *arg) for arg in chunk.extra)
-        arguments.append(args)
-    return tuple(arguments)
+        args = [ptrs[0] + chunk.offsets[0], ptrs[1] + chunk.offsets[1],
+                ptrs[2] + chunk.offsets[2], *plan.sizes, ptr_bias, *scalars]
+        args += [_extra(ptrs, *arg) for arg in chunk.extra]
+        launches.append((geometry(function, chunk.grid, plan.block, plan.shared_mem),
+                         Arguments(args)))
+    return tuple(launches)
 
 
-def _extra(ptrs: tuple[int, ...], source: int, offset: int, geometry: tuple | None) -> Any:
+def _extra(ptrs: tuple[int, ...], source: int, offset: int, geometry: tuple | None
+           ) -> int | ByValue:
     """One of a variant's extra arguments (``Variant.extra_args``): a workspace pointer,
     or a tensor map of A, B or C (empty where the kernel reads none: source -1)."""
     if source < 0:
         return empty_map()
     if geometry is None:
-        return _address_type()(ptrs[source] + offset)
+        return ptrs[source] + offset
     return tensor_map(ptrs[source] + offset, *geometry)
 
 
-def _copy_pointer(prep: Any, x: Any, keep: list, stream: Any) -> int:
+def _copy_pointer(prep: Any, x: Any, keep: list, stream_ptr: int) -> int:
     """The address of this call's copy of operand ``x``, for a plan that says it must be
     copied, padded or transposed into its fast layout (kept alive in ``keep``)."""
     if prep.transpose is not None:
-        import cupy
-
         t = prep.transpose
-        copy = cupy.ndarray(t.shape, t.dtype)
+        if framework(type(x)) == "torch":  # PyTorch's allocator, in its stream order
+            copy = x.new_empty(t.shape)
+            address = copy.data_ptr()
+        else:
+            import cupy
+
+            copy = cupy.ndarray(t.shape, t.dtype)
+            address = copy.data.ptr
         keep.append(copy)
-        if copy.data.ptr % FRESH_ALIGNMENT:
-            _misaligned(copy.data.ptr)
-        address = _address_type()
-        t.function(t.grid, t.block, (address(pointer(x)), address(copy.data.ptr), *t.sizes),
-                   0, stream)
-        return copy.data.ptr
+        if address % FRESH_ALIGNMENT:
+            _misaligned(address)
+        enqueue(t.launch, Arguments([pointer(x), address, *t.sizes]), stream_ptr)
+        return address
     full, layout, _ = ready_operand(prep.matrices(to_cupy(x)), prep.full_shape, prep.layouts,
                                     prep.name, prep.variant, prep.relayout)
     if prep.padded:

@@ -26,6 +26,7 @@ import numpy as np
 from . import cost, gpu, tunefile
 from .checks import (
     AUTO,
+    TUNE,
     Layout,
     Meta,
     Scales,
@@ -48,6 +49,7 @@ from .compile import get_kernel
 from .launch import (
     TMA_ALIGNMENT,
     framework,
+    geometry,
     packed,
     pointer,
     ready_operand,
@@ -172,9 +174,7 @@ class Transpose:
     reads the operand's rows (a row-major A, or the rows of a column-major B's transpose)
     and writes a C-ordered ``shape`` array."""
 
-    function: Any                   # the transpose kernel's function on the plan's GPU
-    grid: tuple[int, ...]
-    block: tuple[int, ...]
+    launch: tuple                   # its function, grid, block (``xgemm.launch.geometry``)
     shape: tuple[int, int]          # (cols, rows) of what it reads
     dtype: Any                      # NumPy's
     sizes: tuple                    # rows, cols, leading dimension: packed once
@@ -228,6 +228,7 @@ class Plan:
     output: str                     # "new", "in_place" or "staging"
     read_c: bool
     copy_bias: bool
+    contenders: tuple = ()          # auto's (variant, parameters) for autotuning to time
     block: tuple[int, ...] = ()
     shared_mem: int = 0
     chunks: tuple[Chunk, ...] = ()
@@ -236,15 +237,16 @@ class Plan:
     splits: int = 1
     partials: int = 0               # elements of split-K's workspace, and its counters
     arrivals: int = 0
-    # split-K's counters (``arrivals`` of them) per CUDA stream and thread, zeroed once
-    # (xgemm.launch)
+    # split-K's counters (``arrivals`` of them) per CUDA stream and thread, zeroed once,
+    # and what calls captured in CUDA graphs made (xgemm.launch)
     counters: dict = field(default_factory=dict, repr=False)
-    acc: type = np.float32          # the accumulators' type: alpha and beta are passed so
-    acc_code: str = "f"             # ... and its C type, as ``struct`` writes it
+    captured: list = field(default_factory=list, repr=False)
+    acc_code: str = "f"             # the accumulators' C type, as ``struct`` writes it:
+    #                                 alpha and beta are passed so
+    acc_bytes: int = 4              # ... and its size: split-K's partials are of it
     unit: tuple = ()                # alpha = 1, beta = 0 in that type (matmul's), packed
     c_dtype_np: Any = None          # the output's dtype, NumPy's
     torch_c_dtype: Any = None       # ... and PyTorch's, for a PyTorch result
-    torch_device: Any = None        # the plan's GPU as PyTorch names it
     reshape: bool = False           # the result drops a 1-D operand's dimension
     scaled: bool = False            # its kernel takes scale_a and scale_b (8-bit)
     _function: Any = field(default=None, repr=False)
@@ -257,12 +259,14 @@ class Plan:
         """The operands each call copies (or pads), by name."""
         return tuple(x.name for x in (self.a, self.b) if x.copied)
 
-    @property
+    @functools.cached_property
     def per_call_cupy(self) -> bool:
-        """Whether a call makes CuPy arrays besides its output (copies, staging, split-K's
-        workspace): for PyTorch inputs, those go on PyTorch's stream."""
-        return bool(self.copies or self.output == "staging" or self.copy_bias
-                    or self.splits > 1)
+        """Whether a call makes CuPy arrays besides its output (copies, staging): for
+        PyTorch inputs, those go on PyTorch's stream (split-K's workspace sees to its
+        own; a transposed copy is PyTorch's). Read by calls only, once the plan is
+        complete."""
+        return bool(any(x.copied and x.transpose is None for x in (self.a, self.b))
+                    or self.output == "staging" or self.copy_bias)
 
     def kernel(self):
         """The compiled ``cupy.RawKernel`` (compiled now unless the cache has it)."""
@@ -293,14 +297,16 @@ class PlanCache:
         self.hits = self.misses = 0
 
     def get(self, key: tuple) -> Plan | None:
-        with self._lock:
-            plan = self._plans.get(key)
-            if plan is None:
-                self.misses += 1
-            else:
-                self.hits += 1
-                self._plans.move_to_end(key)
-            return plan
+        # No lock: every call looks up, and each dictionary operation is atomic under the
+        # GIL; a plan another thread drops meanwhile is simply not moved.
+        plan = self._plans.get(key)
+        if plan is None:
+            self.misses += 1
+            return None
+        self.hits += 1
+        with contextlib.suppress(KeyError):
+            self._plans.move_to_end(key)
+        return plan
 
     def put(self, key: tuple, plan: Plan) -> None:
         with self._lock:
@@ -321,35 +327,37 @@ PLANS = PlanCache()
 tunefile.on_change(PLANS.clear)
 
 
-def _alignment(ptr: int) -> int:
-    """The largest power of two, up to 64, that divides ``ptr``: every alignment rule
-    of the kernels (4 elements, 16 bytes, 32 for float64's groups of 4) reads only this.
-
-    >>> _alignment(0x7f0000000040), _alignment(0x7f0000000106), _alignment(0)
-    (64, 2, 64)
-    """
-    capped = ptr | 64
-    return capped & -capped
-
-
 def array_key(x: Any) -> tuple | None:
-    """What of ``x`` decides a plan: shape, strides, dtype, the alignment of its address,
-    its GPU (and by its dtype object, its framework); None for an array of neither CuPy
-    nor PyTorch, which a call converts first."""
+    """What of ``x`` decides a plan: shape, strides, dtype, the alignment of its address
+    (the largest power of two up to 64 that divides it: every alignment rule of the
+    kernels reads only this), its GPU (and by its dtype object, its framework); None for
+    an array of neither CuPy nor PyTorch, which a call converts first."""
     kind = framework(type(x))
+    if kind == "torch":
+        capped = x.data_ptr() | 64
+        return (x.shape, x.stride(), x.dtype, capped & -capped, x.get_device())
     if kind == "cupy":
         data = x.data
-        return (x.shape, x.strides, x.dtype, _alignment(data.ptr), data.device_id)
-    if kind == "torch":
-        return (x.shape, x.stride(), x.dtype, _alignment(x.data_ptr()), x.get_device())
+        capped = data.ptr | 64
+        return (x.shape, x.strides, x.dtype, capped & -capped, data.device_id)
     return None
 
 
 def _span(x: Any) -> tuple[int, int]:
+    """The bytes a CuPy array or PyTorch tensor spans (``xgemm.checks.extent``)."""
     if framework(type(x)) == "cupy":
+        if x.flags.c_contiguous:
+            return x.data.ptr, x.data.ptr + x.nbytes
         return extent(x.data.ptr, x.shape, x.strides, x.itemsize)
-    item = x.element_size()
-    return extent(x.data_ptr(), tuple(x.shape), tuple(s * item for s in x.stride()), item)
+    if x.is_contiguous():
+        start = x.data_ptr()
+        return start, start + x.nbytes
+    start, last = x.data_ptr(), 0  # PyTorch's strides are never negative
+    for size, stride in zip(x.shape, x.stride(), strict=True):
+        if not size:
+            return start, start
+        last += (size - 1) * stride
+    return start, start + (last + 1) * x.element_size()
 
 
 def call_key(a: Any, b: Any, target: Any, target_name: str, bias: Any, variant: str,
@@ -376,10 +384,12 @@ def call_key(a: Any, b: Any, target: Any, target_name: str, bias: Any, variant: 
         target_key = array_key(target)
         if target_key is None:
             return None
-        span = _span(target)
-        inputs = (a, b) if bias is None else (a, b, bias)
-        key += (target_name, target_key, read_c,
-                any(overlaps(span, _span(x)) for x in inputs))
+        low, high = _span(target)
+        shared = False
+        for x in (a, b) if bias is None else (a, b, bias):
+            start, end = _span(x)
+            shared = shared or (low < end and start < high)  # checks.overlaps, inlined
+        key += (target_name, target_key, read_c, shared)
     if bias is not None:
         bias_key = array_key(bias)
         if bias_key is None:
@@ -392,15 +402,21 @@ def call_key(a: Any, b: Any, target: Any, target_name: str, bias: Any, variant: 
 def build(a: Any, b: Any, variant: str, target: Any, target_name: str, bias: Any,
           activation: str | None, precision: str | None, out_dtype: str | None,
           alpha: Any, beta: Any, params: dict[str, int], formats: Any = None,
-          scales: Scales | None = None) -> tuple[Plan, tuple]:
+          scales: Scales | None = None, *, choice: tuple[Variant, dict] | None = None,
+          contenders: int = 0) -> tuple[Plan, tuple]:
     """Check a call completely and plan it; returns the plan and the call's arrays as a
     launch takes them (CuPy arrays or PyTorch tensors; the GPU scales last). Every error
-    is raised here, before anything is compiled or launched."""
-    if variant == AUTO:
+    is raised here, before anything is compiled or launched.
+
+    For ``auto`` (and ``tune``), two more: ``choice``, a (variant, parameters) to plan in
+    place of auto's own pick, as auto plans it (copies into the fast layout included);
+    ``contenders``, how many of the cost model's cheapest candidates besides the rules'
+    pick the plan lists (``Plan.contenders``) for autotuning to time."""
+    if variant in (AUTO, TUNE):
         if params:
             raise ValueError(
-                f"variant='auto' picks its own parameters, so {sorted(params)} cannot be given; "
-                "name a variant to set them (xgemm.variants() lists the names)"
+                f"variant={variant!r} picks its own parameters, so {sorted(params)} cannot be "
+                "given; name a variant to set them (xgemm.variants() lists the names)"
             )
         v = None
     else:
@@ -455,7 +471,8 @@ def build(a: Any, b: Any, variant: str, target: Any, target_name: str, bias: Any
     here = cupy.cuda.runtime.getDevice() == device
     with contextlib.nullcontext() if here else cupy.cuda.Device(device):
         plan = _lay_out(ca, cb, v, params, shapes, dtype, c_dtype, device, act, precision,
-                        ctarget, cbias, read_c, framework(type(a)) or "cupy", spec_extras)
+                        ctarget, cbias, read_c, framework(type(a)) or "cupy", spec_extras,
+                        choice, contenders)
     return plan, (a, b, target, bias, sa, sb)
 
 
@@ -553,24 +570,16 @@ def _transposable(shapes: Shapes, vector: bool) -> bool:
     return not shapes.batch and not vector and 0 not in (shapes.m, shapes.n, shapes.k)
 
 
-def _choose(mats: tuple, layouts: list, shapes: Shapes, dtype: str, device: int,
-            precision: str | None) -> tuple[Variant, dict[str, int]]:
-    """``auto``: the tuned or heuristic choice, if it runs here at this precision and
-    reads both operands, in place or from the copy its ``transpose_first`` makes; else
-    the heuristic without TMA, then without TF32. Unless the tuning file answered, the
-    cost model (``xgemm.cost``) then prices every candidate, and its cheapest replaces
-    the rules' pick where it should be faster by more than ``MODEL_MARGIN``: the rules'
-    picks were measured on the shapes they were written for, the model is about 25%
-    off on a candidate (its fit's RMS log error), and it is what knows the shapes the
-    rules' thresholds were never fitted to (few rows, tiny K, small products)."""
+def _ruled(mats: tuple, layouts: list, shapes: Shapes, dtype: str, device: int,
+           precision: str | None) -> tuple[Variant, dict[str, int], bool, list, list]:
+    """The tuned or heuristic choice, if it runs here at this precision and reads both
+    operands, in place or from the copy its ``transpose_first`` makes; else the heuristic
+    without TMA, then without TF32. Returns it, whether the tuning file named it, and how
+    A and B are read ("row" or "col") and whether each may be copied into its other
+    layout first."""
     cc = gpu.compute_capability(device)
     sms = gpu.multiprocessors(device)
     m, n, k, count = shapes.m, shapes.n, shapes.k, shapes.count
-    if dtype in EIGHT_BIT:  # one rung multiplies them, copying what is not K-major
-        name, p = heuristic(m, n, k, dtype, cc, precision, sms, count)
-        v = get_variant(name)
-        check_arch(v, dtype, device)
-        return v, v.resolve(p, dtype)
     read = ["col" if layout is not None and layout.col else "row" for layout in layouts]
     copyable = [layout is not None and _transposable(shapes, vector)
                 for layout, vector in zip(layouts, (shapes.a_vector, shapes.b_vector),
@@ -606,16 +615,60 @@ def _choose(mats: tuple, layouts: list, shapes: Shapes, dtype: str, device: int,
             break
     tuned = first == 0 and tunefile.tune_cache().lookup(gpu.gpu_name(device), dtype,
                                                         m, n, k) is not None
-    if tuned or 0 in (m, n, count):  # a tuned entry wins; an empty product has no cost
+    return v, v.resolve(p, dtype), tuned, read, copyable
+
+
+def _choose(mats: tuple, layouts: list, shapes: Shapes, dtype: str, device: int,
+            precision: str | None) -> tuple[Variant, dict[str, int]]:
+    """``auto``: the rules' pick (``_ruled``). Unless the tuning file answered, the cost
+    model (``xgemm.cost``) then prices every candidate, and its cheapest replaces the
+    rules' pick where it should be faster by more than ``MODEL_MARGIN``: the rules'
+    picks were measured on the shapes they were written for, the model is about 25%
+    off on a candidate (its fit's RMS log error), and it is what knows the shapes the
+    rules' thresholds were never fitted to (few rows, tiny K, small products)."""
+    if dtype in EIGHT_BIT:  # one rung multiplies them, copying what is not K-major
+        cc, sms = gpu.compute_capability(device), gpu.multiprocessors(device)
+        name, p = heuristic(shapes.m, shapes.n, shapes.k, dtype, cc, precision, sms,
+                            shapes.count)
+        v = get_variant(name)
+        check_arch(v, dtype, device)
         return v, v.resolve(p, dtype)
-    rule = cost.Shape(m, n, k, count, *_priced_copies(v, p, mats, layouts, read, copyable,
-                                                      shapes, sms))
-    modelled = _cheapest(mats, layouts, read, copyable, shapes, dtype, device, precision)
-    if modelled is not None:
+    v, p, tuned, read, copyable = _ruled(mats, layouts, shapes, dtype, device, precision)
+    if tuned or 0 in (shapes.m, shapes.n, shapes.count):  # an empty product has no cost
+        return v, p
+    modelled = _ranked(mats, layouts, read, copyable, shapes, dtype, device, precision)
+    if modelled:
+        sms = gpu.multiprocessors(device)
+        rule = cost.Shape(shapes.m, shapes.n, shapes.k, shapes.count,
+                          *_priced_copies(v, p, mats, layouts, read, copyable, shapes, sms))
         ruled = cost.estimate_near(v, p, dtype, rule, sms, precision)
-        if modelled[2] * (1 + MODEL_MARGIN) < ruled:
-            return modelled[0], modelled[1]
-    return v, v.resolve(p, dtype)
+        t, best, best_p = modelled[0]
+        if t * (1 + MODEL_MARGIN) < ruled:
+            return best, best.resolve(best_p, dtype)
+    return v, p
+
+
+def _contenders(mats: tuple, layouts: list, shapes: Shapes, dtype: str, device: int,
+                precision: str | None, count: int) -> tuple[tuple[Variant, dict], ...]:
+    """What autotuning times on a first call: the rules' pick and the cost model's
+    ``count`` cheapest other candidates; none where there is nothing to choose (8-bit
+    products, empty ones, K = 0) or the tuning file holds this very shape already."""
+    m, n, k = shapes.m, shapes.n, shapes.k
+    if dtype in EIGHT_BIT or 0 in (m, n, k, shapes.count):
+        return ()
+    found = tunefile.tune_cache().lookup(gpu.gpu_name(device), dtype, m, n, k, exact=True)
+    if found is not None and get_variant(found[0]).precision in (None, precision):
+        return ()
+    v, p, _, read, copyable = _ruled(mats, layouts, shapes, dtype, device, precision)
+    chosen = [(v, p)]
+    for _, other, q in _ranked(mats, layouts, read, copyable, shapes, dtype, device,
+                               precision):
+        q = other.resolve(q, dtype)
+        if len(chosen) > count:
+            break
+        if (other, q) not in chosen:
+            chosen.append((other, q))
+    return tuple(chosen)
 
 
 def _priced_copies(v: Variant, p: dict[str, int], mats: tuple, layouts: list, read: list,
@@ -637,12 +690,12 @@ def _priced_copies(v: Variant, p: dict[str, int], mats: tuple, layouts: list, re
     return letters, tuple(padded), tuple(transposed)
 
 
-def _cheapest(mats: tuple, layouts: list, read: list, copyable: list, shapes: Shapes,
+def _ranked(mats: tuple, layouts: list, read: list, copyable: list, shapes: Shapes,
               dtype: str, device: int, precision: str | None
-              ) -> tuple[Variant, dict[str, int], float] | None:
-    """The candidate the cost model prices cheapest and its estimate, each read as its
-    plan would: in place, transposed first where its ``transpose_first`` says so, padded
-    where TMA cannot read a row; None where no candidate has constants here."""
+              ) -> list[tuple[float, Variant, dict[str, int]]]:
+    """(estimate, variant, parameters) of every candidate the cost model can price here,
+    cheapest first, each read as its plan would: in place, transposed first where its
+    ``transpose_first`` says so, padded where TMA cannot read a row."""
     cc, sms, props = (gpu.compute_capability(device), gpu.multiprocessors(device),
                       gpu.properties(device))
     m, n, k, count = shapes.m, shapes.n, shapes.k, shapes.count
@@ -665,29 +718,29 @@ def _cheapest(mats: tuple, layouts: list, read: list, copyable: list, shapes: Sh
             return None  # TMA reads the copy's rows of K
         return cost.Shape(m, n, k, count, letters, padded, transposed)
 
-    ranked = cost.ranked(((v, p, shape) for v, p in cost.candidates(dtype, precision, cc)
-                          if (shape := priced(v, p)) is not None), dtype, sms, precision)
-    if not ranked:
-        return None
-    t, v, p = ranked[0]
-    return v, v.resolve(p, dtype), t
+    return cost.ranked(((v, p, shape) for v, p in cost.candidates(dtype, precision, cc)
+                        if (shape := priced(v, p)) is not None), dtype, sms, precision)
 
 
 def _lay_out(a: cupy.ndarray, b: cupy.ndarray, v: Variant | None, params: dict[str, int],
              shapes: Shapes, dtype: str, c_dtype: str, device: int, act: str,
              precision: str | None, target: cupy.ndarray | None, bias: cupy.ndarray | None,
-             read_c: bool, kind: str, spec_extras: dict) -> Plan:
+             read_c: bool, kind: str, spec_extras: dict,
+             choice: tuple[Variant, dict] | None = None, contenders: int = 0) -> Plan:
     """The plan, on the current device (the operands'). Where an operand must be copied
-    or padded, the copy is made here once, to learn its layout: each call makes its own."""
+    or padded, the copy is made here once, to learn its layout: each call makes its own.
+    ``choice`` and ``contenders``: ``build``'s."""
     import cupy
 
     vectors = ("row" if shapes.a_vector else None, "col" if shapes.b_vector else None)
     mats = tuple(x[None, :] if vec == "row" else x[:, None] if vec == "col" else x
                  for x, vec in zip((a, b), vectors, strict=True))
-    auto = v is None
+    auto, listed = v is None, ()
     if auto:
         layouts = [layout_of(x.shape, x.strides, x.itemsize) for x in mats]
-        v, p = _choose(mats, layouts, shapes, dtype, device, precision)
+        v, p = choice or _choose(mats, layouts, shapes, dtype, device, precision)
+        if contenders:
+            listed = _contenders(mats, layouts, shapes, dtype, device, precision, contenders)
     else:
         p = v.resolve(params, dtype)
         check_arch(v, dtype, device)
@@ -747,7 +800,7 @@ def _lay_out(a: cupy.ndarray, b: cupy.ndarray, v: Variant | None, params: dict[s
                 out_dtype=None if c_dtype == default_output(dtype) else c_dtype, **spec_extras)
     plan = Plan(v, p, spec, device, kind, shapes, plan_a, plan_b, layout_c, output, read_c,
                 copy_bias=bias is not None and bias.strides[0] != bias.itemsize
-                and bias.size > 1)
+                and bias.size > 1, contenders=listed)
     plan.c_dtype_np = full_c.dtype
     plan.reshape = shapes.out != shapes.full
     plan.scaled = "scale_a" in v.extra_args
@@ -755,7 +808,6 @@ def _lay_out(a: cupy.ndarray, b: cupy.ndarray, v: Variant | None, params: dict[s
         import torch
 
         plan.torch_c_dtype = getattr(torch, c_dtype)
-        plan.torch_device = torch.device("cuda", device)
     if shapes.m == 0 or shapes.n == 0 or shapes.count == 0:
         return plan  # nothing to compute: no chunks
 
@@ -765,10 +817,9 @@ def _lay_out(a: cupy.ndarray, b: cupy.ndarray, v: Variant | None, params: dict[s
     per_launch = MAX_GRID[2] // splits  # products per launch: z is product x split
     grid, plan.block = v.launch(p, shapes.m, shapes.n, gpu.multiprocessors(device),
                                 min(shapes.count, per_launch))
-    plan.acc, plan.acc_code = ((np.float64, "d") if DTYPES[dtype].acc == "double"
-                               else (np.float32, "f"))
+    plan.acc_code, plan.acc_bytes = ("d", 8) if DTYPES[dtype].acc == "double" else ("f", 4)
     item, c_item = a.itemsize, full_c.itemsize
-    acc_size = np.dtype(plan.acc).itemsize
+    acc_size = plan.acc_bytes
     workspace = splits * shapes.count * shapes.m * shapes.n * acc_size
     if splits > 1 and workspace > MAX_WORKSPACE_BYTES:
         raise ValueError(
@@ -828,7 +879,7 @@ def _transposed(x: cupy.ndarray, layout: Layout, device: int
     spec, grid, block = transpose_launch(v, p, x.data.ptr, rows, cols, layout.ld, dtype, device)
     function = _transpose_function(spec, device)
     return Fresh((cols, rows), x.dtype), Layout(not layout.col, rows, 0), Transpose(
-        function, grid, block, (cols, rows), x.dtype,
+        geometry(function, grid, block, 0), (cols, rows), x.dtype,
         packed("iii", (rows, cols, layout.ld)))
 
 

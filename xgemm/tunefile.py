@@ -104,12 +104,16 @@ class TuneCache:
                           stacklevel=4)
         return {}
 
-    def lookup(self, gpu: str, dtype: str, m: int, n: int, k: int
+    def lookup(self, gpu: str, dtype: str, m: int, n: int, k: int, exact: bool = False
                ) -> tuple[str, dict[str, int]] | None:
-        """What was tuned for this very shape, else for its bucket, else None."""
+        """What was tuned for this very shape, else (unless ``exact``) for its bucket, else
+        None."""
         if not self.entries:
             return None
-        for key in (self.key(gpu, dtype, m, n, k, exact=True), self.key(gpu, dtype, m, n, k)):
+        keys = [self.key(gpu, dtype, m, n, k, exact=True)]
+        if not exact:
+            keys.append(self.key(gpu, dtype, m, n, k))
+        for key in keys:
             if key in self.entries:
                 break
         else:
