@@ -111,7 +111,7 @@ def step_rows(calls: int, rounds: int) -> dict[str, float]:
     key = planning.call_key(a, b, None, "out", None, "auto", {}, None, None, None, False)
     plan = planning.PLANS.get(key)
     stream = launching.stream_pointer(plan)
-    launches = plan.last_args[1]
+    launches = next(iter(plan.recent_args.values()))
     rows = {
         "call_key": per_call_us(lambda: planning.call_key(
             a, b, None, "out", None, "auto", {}, None, None, None, False), calls, rounds),

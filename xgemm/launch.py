@@ -35,6 +35,8 @@ TMA_ALIGNMENT = 16
 FRESH_ALIGNMENT = 64
 #: Tensor maps kept, by address and geometry (a map is 128 bytes).
 TENSOR_MAP_CACHE_SIZE = 4096
+#: Sets of kernel arguments kept per plan, by the call's addresses and scalars.
+RECENT_ARGS = 8
 
 
 # -- arrays of either framework ----------------------------------------------------------
@@ -488,16 +490,18 @@ def _enqueued(plan: Any, a: Any, b: Any, target: Any, bias: Any, alpha: float, b
     if plan.scaled:  # an 8-bit product's scales (null: none), after split-K's two places
         ptrs += (0, 0)[:5 - len(ptrs)] + tuple(0 if x is None else pointer(x)
                                              for x in (scale_a, scale_b))
-    # The arguments of the last call that had these addresses and scalars are these too:
-    # a loop over the same arrays (and the outputs the memory pool hands back) builds
-    # them once.
+    # The arguments of a recent call that had these addresses and scalars are these too:
+    # a loop over the same arrays builds them once, and so does one whose output and
+    # copies trade the memory pool's blocks from call to call.
     memo_key = (ptrs, ptr_bias, alpha, beta)
-    memo = plan.last_args
-    if memo is not None and memo[0] == memo_key:
-        launches = memo[1]
-    else:
+    memo = plan.recent_args
+    launches = memo.get(memo_key)
+    if launches is None:
         launches = _launches(plan, ptrs, ptr_bias, alpha, beta)
-        plan.last_args = (memo_key, launches)
+        if len(memo) >= RECENT_ARGS:  # the oldest goes (another thread may have taken it)
+            with contextlib.suppress(KeyError, StopIteration, RuntimeError):
+                del memo[next(iter(memo))]
+        memo[memo_key] = launches
     for launch, args in launches:
         enqueue(launch, args, stream_ptr)
     if staging is not None:

@@ -250,9 +250,10 @@ class Plan:
     reshape: bool = False           # the result drops a 1-D operand's dimension
     scaled: bool = False            # its kernel takes scale_a and scale_b (8-bit)
     _function: Any = field(default=None, repr=False)
-    # The last call's addresses and scalars, and its launches' arguments: a call with the
-    # same ones reuses them (``xgemm.launch``). Replaced whole, so threads may share it.
-    last_args: tuple | None = field(default=None, repr=False)
+    # Recent calls' launches' arguments, by their addresses and scalars: a call with the
+    # same ones reuses them (``xgemm.launch``); each dict operation is atomic, so threads
+    # may share it.
+    recent_args: dict = field(default_factory=dict, repr=False)
 
     @property
     def copies(self) -> tuple[str, ...]:
