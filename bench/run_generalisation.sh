@@ -11,6 +11,8 @@
 #   MODELS=0            skip the models suite
 #   MIN_DIM=512         draw M, N and K from 512 up (a calibration's stratum of large
 #                       shapes; its files are named random_PART_seedS_large.json)
+#   MAX_K=16            draw K from 1 to 16 (with MIN_DIM: a stratum of tiny-K products
+#                       with large outputs; files random_PART_seedS_tinyk.json)
 set -u
 export PYTHONUNBUFFERED=1
 export XGEMM_TUNE_CACHE=${XGEMM_TUNE_CACHE:-/tmp/xgemm_tuned.json}  # no tuned entries
@@ -25,9 +27,11 @@ for seed in ${SEEDS:-2 3}; do
       tf32) args=(--dtype float32 --precision tf32) ;;
       *) args=(--dtype "$part") ;;
     esac
-    name=random_${part}_seed$seed${MIN_DIM:+_large}
+    name=random_${part}_seed$seed${MAX_K:+_tinyk}
+    [ -z "${MAX_K:-}" ] && name=$name${MIN_DIM:+_large}
     timeout "${LIMIT:-170}" python3 -m xgemm bench --suite random --seed "$seed" \
-      --count "${COUNT:-36}" --min-dim "${MIN_DIM:-1}" "${args[@]}" --json "$DEST/$name.json" \
+      --count "${COUNT:-36}" --min-dim "${MIN_DIM:-1}" ${MAX_K:+--max-k "$MAX_K"} "${args[@]}" \
+      --json "$DEST/$name.json" \
       > "$DEST/$name.txt" 2>&1
     code=$?
     echo "== $name: exit $code; $(tail -1 "$DEST/$name.txt")"

@@ -71,6 +71,9 @@ def _parser() -> argparse.ArgumentParser:
     bench.add_argument("--min-dim", type=int, default=1,
                        help="--suite random: the smallest M, N and K drawn (a stratum of "
                             "large shapes for calibration: 512)")
+    bench.add_argument("--max-k", type=int, default=None,
+                       help="--suite random: draw K from 1 to this (a stratum of tiny-K "
+                            "shapes for calibration: 16)")
     bench.add_argument("--no-regret", dest="regret", action="store_false",
                        help="--suite random/models: time auto and cuBLAS only, not every "
                             "candidate (no regret)")
@@ -325,7 +328,8 @@ def _bench_generalisation(args: argparse.Namespace) -> int:
     if args.family or args.sizes or args.shapes or args.variants or args.overhead \
             or args.csv or args.plot or args.roofline:
         _usage_error(f"--suite {args.suite} draws its own cases; it takes --dtype, "
-                     "--precision, --seed, --count, --min-dim, --no-regret, --repeat and "
+                     "--precision, --seed, --count, --min-dim, --max-k, --no-regret, --repeat "
+                     "and "
                      "--json")
     part = "tf32" if args.precision == "tf32" else args.dtype
     os.environ["CUPY_TF32"] = "1" if part == "tf32" else "0"
@@ -334,7 +338,8 @@ def _bench_generalisation(args: argparse.Namespace) -> int:
     from . import bench, generalisation, overhead
 
     if args.suite == "random":
-        cases = generalisation.random_cases(args.seed, args.count, min_dim=args.min_dim)
+        cases = generalisation.random_cases(args.seed, args.count, min_dim=args.min_dim,
+                                            max_k=args.max_k)
         seed = args.seed
     else:
         cases, seed = generalisation.model_cases(), None

@@ -79,11 +79,13 @@ class Product:
 
 
 def random_cases(seed: int, count: int = 36, cap: int = FLOP_CAP, floor: int = FLOP_FLOOR,
-                 max_dim: int = MAX_DIM, min_dim: int = 1) -> list[Product]:
+                 max_dim: int = MAX_DIM, min_dim: int = 1, max_k: int | None = None
+                 ) -> list[Product]:
     """``count`` products drawn with ``numpy.random.default_rng(seed)``: M, N and K
-    log-uniform over [min_dim, max_dim] (rounded to the nearest integer), a layout from
-    RANDOM_LAYOUTS; a draw of more than ``cap`` or fewer than ``floor`` floating-point
-    operations is drawn again.
+    log-uniform over [min_dim, max_dim] (rounded to the nearest integer; K over
+    [1, max_k] where ``max_k`` is given: a stratum of tiny-K products for calibration),
+    a layout from RANDOM_LAYOUTS; a draw of more than ``cap`` or fewer than ``floor``
+    floating-point operations is drawn again.
     The same seed gives the same sample on every machine.
 
     >>> random_cases(1, 2) == random_cases(1, 2)
@@ -92,10 +94,14 @@ def random_cases(seed: int, count: int = 36, cap: int = FLOP_CAP, floor: int = F
     import numpy as np
 
     rng = np.random.default_rng(seed)
+    low, high = math.log(min_dim), math.log(max_dim)
     cases: list[Product] = []
     while len(cases) < count:
-        m, n, k = (int(round(math.exp(x)))
-                   for x in rng.uniform(math.log(min_dim), math.log(max_dim), 3))
+        if max_k is None:
+            draw = rng.uniform(low, high, 3)
+        else:
+            draw = rng.uniform([low, low, 0.0], [high, high, math.log(max_k)])
+        m, n, k = (int(round(math.exp(x))) for x in draw)
         layout = RANDOM_LAYOUTS[int(rng.integers(len(RANDOM_LAYOUTS)))]
         if floor <= 2 * m * n * k <= cap:
             cases.append(Product(m, n, k, layout))
