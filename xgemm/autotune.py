@@ -97,7 +97,7 @@ def _time(plan: Plan, arrays: tuple, bias: Any, activation: str | None,
     def compiled(contender: Plan) -> Plan | None:
         try:
             contender.function()
-        except Exception as exc:  # noqa: BLE001  (a contender that fails is skipped)
+        except Exception as exc:  # a contender that fails to build is skipped
             warnings.warn(f"autotuning skips {contender.variant.name} {contender.params}: "
                           f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__}",
                           stacklevel=4)

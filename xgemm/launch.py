@@ -257,6 +257,15 @@ def geometry(function: Any, grid: tuple[int, ...], block: tuple[int, ...], share
     return (_function_handle(function.ptr), *(*grid, 1, 1)[:3], *(*block, 1, 1)[:3], shared_mem)
 
 
+def _make_context_current() -> None:
+    """For a thread that has made no CUDA runtime call yet (a pool's worker), where the
+    driver finds no context: a runtime call makes the device's primary context current,
+    as CuPy does before a launch."""
+    import cupy
+
+    cupy.cuda.runtime.memGetInfo()
+
+
 def enqueue(launch: tuple, args: Arguments, stream_ptr: int) -> None:
     """Queue one launch (:func:`geometry`) with ``args`` on the CUDA stream at
     ``stream_ptr``; RuntimeError with the driver's reason if it refuses."""
@@ -264,11 +273,7 @@ def enqueue(launch: tuple, args: Arguments, stream_ptr: int) -> None:
     (error,) = driver.cuLaunchKernel(*launch, _stream_handle(stream_ptr), args.address, 0)
     if error:  # CUDA_SUCCESS is 0
         if error == driver.CUresult.CUDA_ERROR_INVALID_CONTEXT:
-            # A thread that has made no CUDA runtime call yet (a pool's worker): a runtime
-            # call makes the device's primary context current, as CuPy does before a launch.
-            import cupy
-
-            cupy.cuda.runtime.memGetInfo()
+            _make_context_current()
             (error,) = driver.cuLaunchKernel(*launch, _stream_handle(stream_ptr),
                                              args.address, 0)
         if error:
@@ -307,11 +312,7 @@ def tensor_map(address: int, dtype: str, dims: tuple[int, ...], strides: tuple[i
     try:
         made = encode(address, dtype, dims, strides, box)
     except NoContextError:
-        # A thread that has made no CUDA runtime call yet (a pool's worker): a runtime
-        # call makes the device's primary context current, as CuPy does before a launch.
-        import cupy
-
-        cupy.cuda.runtime.memGetInfo()
+        _make_context_current()
         made = encode(address, dtype, dims, strides, box)
     made = ByValue(made, made.ctypes.data)
     with _maps_lock:
