@@ -1,6 +1,7 @@
 """The cost model auto picks with (xgemm.cost) and the generalisation suites' arithmetic
 (xgemm.generalisation): no GPU needed."""
 
+import dataclasses
 import math
 
 import pytest
@@ -44,11 +45,25 @@ def test_estimates_grow_with_each_dimension(dtype, axis):
         assert times == sorted(times), (v.name, p, times)
 
 
-def test_a_copy_costs_time():
+def test_a_copy_costs_time_by_its_bytes_and_lines():
     v = xgemm.get_variant("wgmma")
     plain = cost.estimate(v, v.defaults, "float16", Shape(4095, 4095, 4095))
     padded = cost.estimate(v, v.defaults, "float16", Shape(4095, 4095, 4095, padded=(2**25,)))
     assert padded > plain
+    cal = dataclasses.replace(cost.calibration(), copy_line=1e-9)
+    times = [cal.copies(Shape(4095, 4095, 4095, padded=(2**25,), padded_lines=lines))
+             for lines in ((), (4095,), (2**24,))]
+    assert times == sorted(times) and len(set(times)) == 3
+
+
+def test_fit_copies_recovers_its_constants_and_needs_three_copies():
+    launch, bandwidth, line = 5e-6, 1e12, 1e-9
+    samples = [(b, n, launch + b / bandwidth + n * line)
+               for b, n in ((2**12, 2**10), (2**20, 2**4), (2**26, 2**12), (2**16, 2**16))]
+    found = cost.fit_copies(samples)
+    assert found == pytest.approx((launch, bandwidth, line), rel=1e-6)
+    with pytest.raises(ValueError, match="needs 3"):
+        cost.fit_copies(samples[:2])
 
 
 @pytest.mark.parametrize("dtype", SIXTEEN)

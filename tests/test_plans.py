@@ -280,9 +280,11 @@ def test_a_pool_of_threads_calling_with_mixed_shapes(rng, fresh_plans):
 
 
 @gpu
-@pytest.mark.parametrize("name, dtype", [("auto", "float32"), ("tiled", "float64"),
-                                         ("wgmma", "float16"), ("splitk", "float32")])
-def test_a_call_captured_in_a_cuda_graph_replays(rng, name, dtype):
+@pytest.mark.parametrize("name, dtype, k", [
+    ("auto", "float32", 192), ("tiled", "float64", 192), ("wgmma", "float16", 192),
+    ("wgmma", "float16", 190),  # 380-byte rows: both operands padded for TMA by the driver
+    ("splitk", "float32", 192)])
+def test_a_call_captured_in_a_cuda_graph_replays(rng, name, dtype, k):
     """matmul on a CuPy stream, captured in a CUDA graph: nothing in the call waits for
     the GPU or copies to the host (a capture refuses both), and the replay computes with
     the values the inputs hold then."""
@@ -290,7 +292,7 @@ def test_a_call_captured_in_a_cuda_graph_replays(rng, name, dtype):
 
     if name == "wgmma" and xgemm.gpu.compute_capability(0) != 90:
         pytest.skip("wgmma needs an sm_90 GPU")
-    a, b = rng.array((256, 192), dtype), rng.array((192, 128), dtype)
+    a, b = rng.array((256, k), dtype), rng.array((k, 128), dtype)
     out = poisoned(256, 128, dtype=dtype)
     # made on the default stream, which a non-blocking stream does not wait for
     cupy.cuda.get_current_stream().synchronize()
@@ -300,7 +302,7 @@ def test_a_call_captured_in_a_cuda_graph_replays(rng, name, dtype):
         stream.begin_capture()
         xgemm.matmul(a, b, variant=name, out=out)
         graph = stream.end_capture()
-        a[...] = rng.array((256, 192), dtype)  # new values, same memory
+        a[...] = rng.array((256, k), dtype)  # new values, same memory
         out.fill(cupy.nan)
         graph.launch(stream)
     stream.synchronize()
@@ -360,6 +362,36 @@ def test_a_split_k_launch_run_on_two_streams_at_once(rng):
     once = c.copy()
     launch()
     assert bool((c == once).all())  # split-K adds its partials in a fixed order
+
+
+@gpu
+@pytest.mark.parametrize("layout", ["NN", "NT", "TN"])
+def test_pytorch_operands_padded_on_pytorchs_stream(layout):
+    """PyTorch operands whose rows TMA cannot read (202 x 140 x 100: rows of 200, 280 or
+    404 bytes), padded for wgmma on PyTorch's current stream into PyTorch's memory:
+    queued behind a long wait and a fill on a side stream, the product sees the filled
+    values, call after call."""
+    torch = pytest.importorskip("torch")
+    if xgemm.gpu.compute_capability(0) != 90:
+        pytest.skip("wgmma needs an sm_90 GPU")
+    m, n, k = 202, 140, 100
+
+    def operand(rows, cols, transposed):
+        x = torch.randn(cols, rows, device="cuda", dtype=torch.float16)
+        return x.T if transposed else x.T.contiguous()
+
+    a, b = operand(m, k, layout[0] == "T"), operand(k, n, layout[1] == "T")
+    assert xgemm.prepare(a, b, variant="wgmma").copies == ("a", "b")
+    side = torch.cuda.Stream()
+    torch.cuda.synchronize()
+    for step in range(3):
+        with torch.cuda.stream(side):
+            torch.cuda._sleep(20_000_000)
+            a.uniform_(-1, 1)
+            c = xgemm.matmul(a, b, variant="wgmma")
+        side.synchronize()
+        expected = a.double() @ b.double()
+        assert float((c.double() - expected).norm() / expected.norm()) < 2e-3, step
 
 
 @gpu

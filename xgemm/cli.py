@@ -119,6 +119,9 @@ def _parser() -> argparse.ArgumentParser:
     calibrate.add_argument("--bandwidth", type=float,
                            help="the GPU's DRAM bandwidth, bytes/s (default: the files' "
                                 "measured copy bandwidth, else 3.0e12)")
+    calibrate.add_argument("--copies",
+                           help="a padded copy's constants from this file, written by "
+                                "bench/pad_copy.py (default: fitted to the padded candidates)")
 
     plot = sub.add_parser("plot", help="draw the figures from a saved --json")
     plot.add_argument("json", help="a file written by xgemm bench --json")
@@ -506,10 +509,15 @@ def _calibrate(args: argparse.Namespace) -> int:
         rows += data.get("rows", [])
         machine = data.get("machine", machine)
     bandwidth = args.bandwidth or (machine.get("copy_bandwidth_gbs") or 3000.0) * 1e9
+    copies = None
+    if args.copies:
+        with open(args.copies) as f:
+            found = json.load(f)["constants"]
+        copies = (found["copy_launch"], found["copy_bandwidth"], found["copy_line"])
     cal, errors = cost.fit(rows, machine.get("gpu", "unknown"),
-                           machine.get("sm_count") or 132, bandwidth)
+                           machine.get("sm_count") or 132, bandwidth, copies=copies)
     data = cal.to_json()
-    data["fitted_on"] = [os.path.basename(p) for p in args.json]
+    data["fitted_on"] = [os.path.basename(p) for p in (*args.json, args.copies) if p]
     data["rms_log_error"] = errors
     with open(args.out, "w") as f:
         json.dump(data, f, indent=1)

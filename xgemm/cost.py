@@ -29,8 +29,9 @@ pipeline's depth: few tiles, long K), ``tile`` what a tile costs besides its ste
 (prologue, epilogue, the store of C), ``launch`` what the kernel costs whatever its size,
 and ``bytes`` what must cross DRAM at least once: A, B and C, split-K's partials twice.
 A copy the plan makes costs ``copy_launch`` and its bytes: an operand padded for TMA
-(CuPy's strided copy) at ``copy_bandwidth``, one transposed into the layout a rung reads
-fastest (xgemm's transpose kernel) read and written at DRAM's.
+(the driver's 2-D copy) at ``copy_bandwidth`` plus ``copy_line`` a line (narrow lines
+copy slowly), one transposed into the layout a rung reads fastest (xgemm's transpose
+kernel) read and written at DRAM's.
 
 The constants come from ``xgemm calibrate`` (:func:`fit` on every candidate's time on a
 seeded random sample of shapes, ``xgemm.generalisation``); the H100's ship with the
@@ -83,6 +84,7 @@ class Shape:
     batch: int = 1
     layout: str = "NN"
     padded: tuple[int, ...] = ()      # bytes of each operand the plan pads for TMA
+    padded_lines: tuple[int, ...] = ()  # ... and its lines (rows, or columns if col-major)
     transposed: tuple[int, ...] = ()  # bytes of each operand it transposes first
 
 
@@ -222,6 +224,8 @@ class Calibration:
     #: launch and bandwidth, a copy's typical cost, do not carry. Chosen by ``fit`` as the
     #: value whose picks lose least on the calibration's own rows.
     copy_penalty: float = 0.0
+    #: Seconds a padded copy takes per line it copies, besides its bytes (``fit_copies``)
+    copy_line: float = 0.0
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Calibration:
@@ -229,19 +233,21 @@ class Calibration:
                   for dt, entries in data["points"].items()}
         return cls(data["gpu"], data["sms"], data["bandwidth"], data["copy_launch"],
                    data["copy_bandwidth"], points, data.get("blocks", {}),
-                   data.get("copy_penalty", 0.0))
+                   data.get("copy_penalty", 0.0), data.get("copy_line", 0.0))
 
     def copies(self, shape: Shape, choosing: bool = True) -> float:
         """Seconds of the copies ``shape``'s plan makes before its kernel (``choosing``:
         with ``copy_penalty`` each)."""
         launch = self.copy_launch + (self.copy_penalty if choosing else 0.0)
-        return (sum(launch + b / self.copy_bandwidth for b in shape.padded)
+        lines = sum(shape.padded_lines) * self.copy_line
+        return (sum(launch + b / self.copy_bandwidth for b in shape.padded) + lines
                 + sum(launch + 2 * b / self.bandwidth for b in shape.transposed))
 
     def to_json(self) -> dict[str, Any]:
         return {"gpu": self.gpu, "sms": self.sms, "bandwidth": self.bandwidth,
                 "copy_launch": self.copy_launch, "copy_bandwidth": self.copy_bandwidth,
-                "copy_penalty": self.copy_penalty, "blocks": self.blocks,
+                "copy_penalty": self.copy_penalty, "copy_line": self.copy_line,
+                "blocks": self.blocks,
                 "points": {dt: {key: {k: v for k, v in vars(c).items() if v is not None}
                                 for key, c in sorted(entries.items())}
                            for dt, entries in sorted(self.points.items())}}
@@ -407,38 +413,74 @@ def samples_of(rows: Iterable[Mapping[str, Any]], sms: int,
         dtype, precision = PARTS[row["part"]]
         batch = math.prod(row.get("lead") or [1])
         item = DTYPES[dtype].itemsize
-        sizes = {"a": batch * row["m"] * row["k"] * item, "b": row["k"] * row["n"] * item}
         for cand in row["candidates"]:
             if cand.get("status") != "ok" or cand.get("timed") == "once":
                 continue
             v = get_variant(cand["variant"])
-            shape = Shape(row["m"], row["n"], row["k"], batch, row["layout"],
-                          padded=tuple(sizes[x] for x in cand.get("copies", ())))
+            shape = row_shape(row, batch, item, cand.get("copies", ()))
             key = (dtype_key(dtype, precision), point_key(v.name, cand["params"]))
             w = work(v, cand["params"], dtype, shape, sms, blocks.get(key[0], {}).get(key[1]))
             found.setdefault(key, []).append((w, shape, cand["ms"] * 1e-3))
     return found
 
 
+def row_shape(row: Mapping[str, Any], batch: int, item: int, copies: Sequence[str]) -> Shape:
+    """A suite row's product as the model sees it, with the operands its candidate
+    padded (``copies``, by name): their bytes and lines."""
+    m, n, k, layout = row["m"], row["n"], row["k"], row["layout"]
+    sizes = {"a": batch * m * k * item, "b": k * n * item}
+    lines = {"a": batch * (m if layout[0] == "N" else k), "b": k if layout[1] == "N" else n}
+    return Shape(m, n, k, batch, layout, padded=tuple(sizes[x] for x in copies),
+                 padded_lines=tuple(lines[x] for x in copies))
+
+
+def fit_copies(samples: Iterable[tuple[int, int, float]]) -> tuple[float, float, float]:
+    """A padded copy's constants from measured copies, (bytes, lines, seconds) each:
+    ``copy_launch``, ``copy_bandwidth`` (bytes/s) and ``copy_line`` (seconds a line), by
+    least squares on the relative error, every term at least zero.
+
+    >>> launch, bandwidth, line = fit_copies(
+    ...     [(b, n, 4e-6 + b / 8e11 + n * 5e-10) for b, n in
+    ...      [(10**4, 5000), (10**6, 1000), (10**7, 2000), (10**8, 10**4), (10**5, 10**5)]])
+    >>> round(launch * 1e6, 2), round(bandwidth / 1e9), round(line * 1e10, 2)
+    (4.0, 800, 5.0)
+    """
+    import numpy as np
+
+    found = [(b, n, t) for b, n, t in samples]
+    if len(found) < 3:
+        raise ValueError(f"{len(found)} copies measured: fitting three constants needs 3")
+    times = np.array([t for _, _, t in found])
+    launch, per_byte, line = _lstsq_nonneg(
+        [1 / times, [b / t for b, _, t in found], [n / t for _, n, t in found]],
+        np.ones(len(found)))
+    return launch, 1 / per_byte if per_byte else math.inf, line
+
+
 def fit(rows: Iterable[Mapping[str, Any]], gpu: str, sms: int, bandwidth: float,
-        min_samples: int = 6) -> tuple[Calibration, dict]:
+        min_samples: int = 6, copies: tuple[float, float, float] | None = None
+        ) -> tuple[Calibration, dict]:
     """A calibration from suite rows with every candidate timed: first the copies'
-    constants, on the candidate with the most samples that pad an operand; then each
-    candidate's constants over all its samples, and its full_step again per layout where
-    that layout has ``min_samples``. Returns it and, per dtype key and candidate, the
-    fit's RMS log error."""
+    constants (``copies``: launch, bandwidth and time a line, measured apart by
+    ``fit_copies``; else fitted on the candidate with the most samples that pad an
+    operand); then each candidate's constants over all its samples, and its full_step
+    again per layout where that layout has ``min_samples``. Returns it and, per dtype
+    key and candidate, the fit's RMS log error."""
     rows = list(rows)
     blocks = occupancies(rows)
     by_point = samples_of(rows, sms, blocks)
     cal = Calibration(gpu, sms, bandwidth, 3e-6, bandwidth / 4, {}, blocks)
-    padded = max(by_point.values(), key=lambda s: sum(bool(x[1].padded) for x in s))
-    coarse = _STEP_GRID[::3]
-    copy_fits = []
-    for launch in _COPY_LAUNCH_GRID:
-        for copy_bandwidth in _COPY_BANDWIDTH_GRID:
-            trial = Calibration(gpu, sms, bandwidth, launch, copy_bandwidth, {}, blocks)
-            copy_fits.append((fit_point(padded, trial, coarse)[1], launch, copy_bandwidth))
-    _, cal.copy_launch, cal.copy_bandwidth = min(copy_fits)
+    if copies is not None:
+        cal.copy_launch, cal.copy_bandwidth, cal.copy_line = copies
+    else:
+        padded = max(by_point.values(), key=lambda s: sum(bool(x[1].padded) for x in s))
+        coarse = _STEP_GRID[::3]
+        copy_fits = []
+        for launch in _COPY_LAUNCH_GRID:
+            for copy_bandwidth in _COPY_BANDWIDTH_GRID:
+                trial = Calibration(gpu, sms, bandwidth, launch, copy_bandwidth, {}, blocks)
+                copy_fits.append((fit_point(padded, trial, coarse)[1], launch, copy_bandwidth))
+        _, cal.copy_launch, cal.copy_bandwidth = min(copy_fits)
     errors: dict[str, dict[str, float]] = {}
     for (dt, key), samples in sorted(by_point.items()):
         if len(samples) < min_samples:
@@ -505,7 +547,6 @@ def pick_regret(rows: Iterable[Mapping[str, Any]], cal: Calibration
         dtype, precision = PARTS[row["part"]]
         batch = math.prod(row.get("lead") or [1])
         item = DTYPES[dtype].itemsize
-        sizes = {"a": batch * row["m"] * row["k"] * item, "b": row["k"] * row["n"] * item}
         priced = []
         for cand in timed:
             v = get_variant(cand["variant"])
@@ -513,8 +554,7 @@ def pick_regret(rows: Iterable[Mapping[str, Any]], cal: Calibration
                 point_key(v.name, cand["params"]))
             if c is None:
                 continue
-            shape = Shape(row["m"], row["n"], row["k"], batch, row["layout"],
-                          padded=tuple(sizes[x] for x in cand.get("copies", ())))
+            shape = row_shape(row, batch, item, cand.get("copies", ()))
             per_sm = cal.blocks.get(dtype_key(dtype, precision), {}).get(
                 point_key(v.name, cand["params"]))
             w = work(v, cand["params"], dtype, shape, cal.sms, per_sm)

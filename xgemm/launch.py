@@ -281,6 +281,31 @@ def enqueue(launch: tuple, args: Arguments, stream_ptr: int) -> None:
             raise RuntimeError(f"cuLaunchKernel refused the launch: {name.decode()} ({error})")
 
 
+_pad_copies = threading.local()  # one driver copy description per thread, refilled
+
+
+def pad_rows(pad: Any, source: int, target: int, stream_ptr: int) -> None:
+    """Queue ``pad`` (``xgemm.plan.Pad``), the copy of an operand at device address
+    ``source`` into rows padded for TMA at ``target``, on the stream at ``stream_ptr``:
+    one 2-D copy by the driver, which takes any pitch (no DLPack, no CuPy kernel)."""
+    driver = _driver()
+    copy = getattr(_pad_copies, "copy", None)
+    if copy is None:
+        copy = _pad_copies.copy = driver.CUDA_MEMCPY2D()
+        copy.srcMemoryType = copy.dstMemoryType = driver.CUmemorytype.CU_MEMORYTYPE_DEVICE
+    copy.srcDevice, copy.srcPitch = source, pad.src_pitch
+    copy.dstDevice, copy.dstPitch = target, pad.dst_pitch
+    copy.WidthInBytes, copy.Height = pad.width, pad.height
+    (error,) = driver.cuMemcpy2DAsync(copy, _stream_handle(stream_ptr))
+    if error == driver.CUresult.CUDA_ERROR_INVALID_CONTEXT:
+        _make_context_current()
+        (error,) = driver.cuMemcpy2DAsync(copy, _stream_handle(stream_ptr))
+    if error:
+        _, name = driver.cuGetErrorName(error)
+        raise RuntimeError(f"cuMemcpy2DAsync refused to pad an operand: {name.decode()} "
+                           f"({error})")
+
+
 @functools.cache
 def _packing(chars: str) -> tuple[int, tuple[int, ...]]:
     """Bytes and offsets of values of the ``struct`` codes ``chars`` in native layout."""
@@ -557,6 +582,20 @@ def _copy_pointer(prep: Any, x: Any, keep: list, stream_ptr: int) -> int:
         if address % FRESH_ALIGNMENT:
             _misaligned(address)
         enqueue(t.launch, Arguments([pointer(x), address, *t.sizes]), stream_ptr)
+        return address
+    if prep.pad is not None:
+        if framework(type(x)) == "torch":  # PyTorch's allocator, in its stream order
+            copy = x.new_empty(prep.pad.elements)
+            address = copy.data_ptr()
+        else:
+            import cupy
+
+            copy = cupy.ndarray((prep.pad.elements,), x.dtype)
+            address = copy.data.ptr
+        keep.append(copy)
+        if address % FRESH_ALIGNMENT:
+            _misaligned(address)
+        pad_rows(prep.pad, pointer(x), address, stream_ptr)
         return address
     full, layout, _ = ready_operand(prep.matrices(to_cupy(x)), prep.full_shape, prep.layouts,
                                     prep.name, prep.variant, prep.relayout)

@@ -181,6 +181,21 @@ class Transpose:
 
 
 @dataclass(frozen=True)
+class Pad:
+    """How a call copies an operand whose rows TMA cannot read into rows padded to 16
+    bytes: one 2-D copy by the driver (``xgemm.launch.pad_rows``) of ``height`` lines of
+    ``width`` bytes, ``src_pitch`` apart in the operand, ``dst_pitch`` apart in a fresh
+    array of ``elements`` values (a batch whose matrices follow one another is one run of
+    lines; a broadcast one is padded once)."""
+
+    height: int
+    width: int
+    src_pitch: int
+    dst_pitch: int
+    elements: int
+
+
+@dataclass(frozen=True)
 class OperandPlan:
     """How the kernel reads operand A or B: in place (its own address, in ``layout``), or
     from a copy this call makes (``copied``; ``padded`` rows for TMA)."""
@@ -194,6 +209,7 @@ class OperandPlan:
     copied: bool
     padded: bool
     transpose: Transpose | None = None  # how a call copies it into its fast layout (auto)
+    pad: Pad | None = None          # how a call pads it for TMA, where the driver can
     relayout: bool = False          # a layout the variant does not read is copied, not refused
 
     def matrices(self, x: cupy.ndarray) -> cupy.ndarray:
@@ -266,7 +282,8 @@ class Plan:
         PyTorch inputs, those go on PyTorch's stream (split-K's workspace sees to its
         own; a transposed copy is PyTorch's). Read by calls only, once the plan is
         complete."""
-        return bool(any(x.copied and x.transpose is None for x in (self.a, self.b))
+        return bool(any(x.copied and x.transpose is None and x.pad is None
+                        for x in (self.a, self.b))
                     or self.output == "staging" or self.copy_bias)
 
     def kernel(self):
@@ -640,8 +657,7 @@ def _choose(mats: tuple, layouts: list, shapes: Shapes, dtype: str, device: int,
     modelled = _ranked(mats, layouts, read, copyable, shapes, dtype, device, precision)
     if modelled:
         sms = gpu.multiprocessors(device)
-        rule = cost.Shape(shapes.m, shapes.n, shapes.k, shapes.count,
-                          *_priced_copies(v, p, mats, layouts, read, copyable, shapes, sms))
+        rule = _priced_copies(v, p, mats, layouts, read, copyable, shapes, sms)
         ruled = cost.estimate_near(v, p, dtype, rule, sms, precision)
         t, best, best_p = modelled[0]
         if t * (1 + MODEL_MARGIN) < ruled:
@@ -673,14 +689,14 @@ def _contenders(mats: tuple, layouts: list, shapes: Shapes, dtype: str, device: 
 
 
 def _priced_copies(v: Variant, p: dict[str, int], mats: tuple, layouts: list, read: list,
-                   copyable: list, shapes: Shapes, sms: int
-                   ) -> tuple[str, tuple[int, ...], tuple[int, ...]]:
-    """How ``v`` at ``p`` reads A and B ("NN".."TT") and the bytes it pads and transposes,
-    as its plan would (for a rung that reads the operands at all)."""
+                   copyable: list, shapes: Shapes, sms: int) -> cost.Shape:
+    """The product as the cost model prices ``v`` at ``p`` on it: how it reads A and B
+    ("NN".."TT"), the bytes (and lines) it pads and the bytes it transposes, as its plan
+    would (for a rung that reads the operands at all)."""
     m, n, k, count = shapes.m, shapes.n, shapes.k, shapes.count
     item = mats[0].itemsize
     sizes = (count * m * k * item, k * n * item)
-    padded, transposed, letters = [], [], ""
+    padded, lines, transposed, letters = [], [], [], ""
     for i, name in enumerate("ab"):
         into = v.transposed_into(name, p, m, n, k, sms) if copyable[i] else None
         letters += "T" if (into or read[i]) == "col" else "N"
@@ -688,7 +704,9 @@ def _priced_copies(v: Variant, p: dict[str, int], mats: tuple, layouts: list, re
             transposed.append(sizes[i])
         elif v.tma and k > 0 and not tma_ready(mats[i].data.ptr, layouts[i], item):
             padded.append(sizes[i])
-    return letters, tuple(padded), tuple(transposed)
+            lines.append((count * (m if read[0] == "row" else k), k if read[1] == "row" else n)[i])
+    return cost.Shape(m, n, k, count, letters, padded=tuple(padded),
+                      padded_lines=tuple(lines), transposed=tuple(transposed))
 
 
 def _ranked(mats: tuple, layouts: list, read: list, copyable: list, shapes: Shapes,
@@ -709,15 +727,14 @@ def _ranked(mats: tuple, layouts: list, read: list, copyable: list, shapes: Shap
                 or v.splits_of(p) * count * m * n * acc_bytes > MAX_WORKSPACE_BYTES
                 and v.splits_of(p) > 1):
             return None
-        letters, padded, transposed = _priced_copies(v, p, mats, layouts, read, copyable,
-                                                     shapes, sms)
+        shape = _priced_copies(v, p, mats, layouts, read, copyable, shapes, sms)
         readable = (v.a_layouts, v.b_layouts)
-        if any(("col" if x == "T" else "row") not in r for x, r in zip(letters, readable,
+        if any(("col" if x == "T" else "row") not in r for x, r in zip(shape.layout, readable,
                                                                         strict=True)):
             return None
-        if transposed and v.tma and k * mats[0].itemsize % TMA_ALIGNMENT:
+        if shape.transposed and v.tma and k * mats[0].itemsize % TMA_ALIGNMENT:
             return None  # TMA reads the copy's rows of K
-        return cost.Shape(m, n, k, count, letters, padded, transposed)
+        return shape
 
     return cost.ranked(((v, p, shape) for v, p in cost.candidates(dtype, precision, cc)
                         if (shape := priced(v, p)) is not None), dtype, sms, precision)
@@ -758,7 +775,7 @@ def _lay_out(a: cupy.ndarray, b: cupy.ndarray, v: Variant | None, params: dict[s
             into = v.transposed_into(name, p, shapes.m, shapes.n, shapes.k,
                                      gpu.multiprocessors(device))
         found = layout_of(x.shape, x.strides, x.itemsize) if into is not None else None
-        transpose, copied, padded = None, False, False
+        transpose, copied, padded, pad = None, False, False, None
         if found is not None and found.col != (into == "col"):
             full, layout, transpose = _transposed(x, found, device)
         else:
@@ -766,10 +783,12 @@ def _lay_out(a: cupy.ndarray, b: cupy.ndarray, v: Variant | None, params: dict[s
             padded = bool(v.tma and shapes.k > 0 and not tma_ready(full.data.ptr, layout,
                                                                    full.itemsize))
             if padded:  # TMA reads 16-byte aligned rows: pad the rows of one that has none
+                source = layout
                 full, layout = tma_padded(full, layout)
+                pad = None if copied else _pad_of(full_shape, source, layout, full.itemsize)
         operands.append((OperandPlan(name, v.name, vec, full_shape, layouts, layout,
                                      copied or padded or transpose is not None, padded,
-                                     transpose, relayout), full))
+                                     transpose, pad, relayout), full))
     (plan_a, full_a), (plan_b, full_b) = operands
 
     # The output, viewed as (*batch, M, N): written in place when its rows have unit
@@ -882,6 +901,21 @@ def _transposed(x: cupy.ndarray, layout: Layout, device: int
     return Fresh((cols, rows), x.dtype), Layout(not layout.col, rows, 0), Transpose(
         geometry(function, grid, block, 0), (cols, rows), x.dtype,
         packed("iii", (rows, cols, layout.ld)))
+
+
+def _pad_of(full_shape: tuple[int, ...], source: Layout, padded: Layout, itemsize: int
+            ) -> Pad | None:
+    """The driver's 2-D copy that pads an operand of ``full_shape`` read in place in
+    ``source`` into ``padded`` (``tma_padded``'s layout), or None where its batch is
+    neither broadcast nor one run of evenly spaced lines (each call then pads through
+    CuPy)."""
+    *batch, rows, cols = full_shape
+    inner, outer = (rows, cols) if source.col else (cols, rows)
+    count = int(np.prod(batch)) if batch and source.batch_stride else 1
+    if source.ld < inner or count > 1 and source.batch_stride != source.ld * outer:
+        return None
+    return Pad(count * outer, inner * itemsize, source.ld * itemsize, padded.ld * itemsize,
+               count * outer * padded.ld)
 
 
 def _extra_arg(arg: str, v: Variant, p: dict[str, int], shapes: Shapes, arrays: tuple,
