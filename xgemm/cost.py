@@ -219,10 +219,9 @@ class Calibration:
     #: blocks per SM per dtype key and candidate, from each one's registers (an offline
     #: build) with its threads and shared memory
     blocks: dict[str, dict[str, int]] = dataclasses.field(default_factory=dict)
-    #: Seconds added per copy when choosing (not when fitting): a padded copy's time per
-    #: call has a long tail (CuPy's allocation and strided copy), which the fitted
+    #: Seconds added per copy when choosing (not when fitting), for what the fitted
     #: launch and bandwidth, a copy's typical cost, do not carry. Chosen by ``fit`` as the
-    #: value whose picks lose least on the calibration's own rows.
+    #: value whose picks lose least on the calibration's own rows (the H100's: none).
     copy_penalty: float = 0.0
     #: Seconds a padded copy takes per line it copies, besides its bytes (``fit_copies``)
     copy_line: float = 0.0
