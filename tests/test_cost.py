@@ -93,6 +93,31 @@ def test_tf32_rungs_only_when_asked():
     assert cheapest(8192, 8192, 8192, "float32", "tf32", "NT")[1].name == "wgmma_tf32"
 
 
+def test_ragged_rows_of_c_cost_their_bytes_and_tma_lifts_the_store_bound():
+    v = xgemm.get_variant("wgmma")
+    c = cost.Constants(4e-6, 1e-6, 2e-8, 1e-7, store_bandwidth=1e12, ragged_store=1e-12)
+    cal = cost.calibration()
+
+    def priced(params, k, ragged):
+        shape = Shape(8192, 8192, k, ragged_c=ragged)
+        return cost.predict(c, cost.work(v, params, "float16", shape, 132), shape, cal)
+
+    c_bytes = 8192 * 8192 * 2
+    assert priced(v.defaults, 4096, True) - priced(v.defaults, 4096, False) == pytest.approx(
+        c_bytes * 1e-12)
+    assert cost.ragged_rows(8191, 2) and not cost.ragged_rows(8192, 2)
+    # tiny K: C from registers cannot leave faster than store_bandwidth; through TMA it can
+    assert priced({**v.defaults, "TMA_STORE": 0}, 8, False) >= c_bytes / 1e12
+    assert priced(v.defaults, 8, False) < c_bytes / 1e12
+
+
+@pytest.mark.parametrize("dtype", SIXTEEN)
+@pytest.mark.parametrize("m, n", [(8192, 8192), (4096, 14336), (128256, 4096)])
+def test_weight_gradients_of_few_tokens_go_to_wgmma(dtype, m, n):
+    """dW = dY.T @ X at 8 tokens: K = 8, C of whole lines, store-bound: TMA writes it."""
+    assert cheapest(m, n, 8, dtype, layout="TN")[1].name == "wgmma"
+
+
 def test_a_batch_counts_all_its_tiles():
     v = xgemm.get_variant("mma")
     one = cost.work(v, v.defaults, "float16", Shape(1024, 1024, 64), 132)
@@ -108,12 +133,13 @@ def test_point_keys_name_what_differs_from_the_defaults():
 
 def test_the_fit_recovers_constants_it_made_up():
     v = xgemm.get_variant("mma")
-    truth = cost.Constants(4e-6, 1e-6, 2e-8, 1e-7)
+    truth = cost.Constants(4e-6, 1e-6, 2e-8, 1e-7, fill=3e-7, ragged_store=1.5e-12)
     cal = cost.calibration()
     samples = []
     for m, n, k in ((64, 64, 64), (4096, 4096, 4096), (100, 5000, 300), (7000, 30, 9000),
-                    (2048, 2048, 128), (16, 16, 16000), (3000, 3000, 3000), (512, 8192, 1024)):
-        shape = Shape(m, n, k)
+                    (2048, 2048, 128), (16, 16, 16000), (3000, 3000, 3000), (512, 8192, 1024),
+                    (4095, 4095, 8), (1000, 3001, 40), (8192, 2049, 2), (333, 7777, 20)):
+        shape = Shape(m, n, k, ragged_c=cost.ragged_rows(n, 2))
         w = cost.work(v, v.defaults, "float16", shape, 132)
         samples.append((w, shape, cost.predict(truth, w, shape, cal)))
     fitted, error = cost.fit_point(samples, cal)

@@ -12,22 +12,31 @@ them, K split SPLITS ways):
   blocks one SM runs at once in a round;
 - ``steps``: K steps per tile.
 
-and prices them with five constants measured per GPU, rung, point and dtype (and the
-layout A and B are read in, which changes how fast a rung's loads go):
+and prices them with constants measured per GPU, rung, point and dtype (and the layout A
+and B are read in, which changes how fast a rung's loads go):
 
-    time = copies + max(launch + max(rounds x tiles_per_block x (tile + steps x step),
+    time = copies + max(launch + max(rounds x tiles_per_block x tile_time + ragged,
                                      bytes / bandwidth),
                         C's bytes / store_bandwidth)
+    tile_time = tile + min(steps, STAGES) x fill + steps x step
     step = max(sharing x full_step, latency)
+    ragged = C's bytes x ragged_store, where C's rows are not whole 16-byte lines
 
-and never less than C takes to leave the rung's epilogue (``store_bandwidth``: the
-fastest any calibration sample wrote C, launch included, which bounds products of tiny
-K).
 ``full_step`` is a K step's time with the SM's FLOPs or load bandwidth to itself (the
 rung's sustained rate), ``latency`` the least a step takes however little it does (the
 pipeline's depth: few tiles, long K), ``tile`` what a tile costs besides its steps
-(prologue, epilogue, the store of C), ``launch`` what the kernel costs whatever its size,
-and ``bytes`` what must cross DRAM at least once: A, B and C, split-K's partials twice.
+(epilogue, the store of C), ``fill`` what each of the first ``STAGES`` steps of a tile
+costs besides (its loads, which no earlier step's work hides: a rung with a ring of
+stages; a tile of one K step pays it once, not ``STAGES`` times), ``launch`` what the
+kernel costs whatever its size, and ``bytes`` what must cross DRAM at least once: A, B
+and C, split-K's partials twice.
+C's rows decide how it leaves: whole 16-byte lines go out through TMA (a rung with
+``TMA_STORE``) or wide stores; ragged rows (N x its bytes not a multiple of 16) through
+narrow ones, at a cost per byte the fit measures (``ragged_store``: on the H100's 16-bit
+rungs, as long again as writing C at about 650 GB/s; a random sample's shapes are almost
+all ragged, a model's linears all whole lines). ``store_bandwidth`` bounds a product of tiny K
+by the fastest any calibration sample wrote C from its registers; a rung whose C TMA
+stores has no such bound (DRAM's is its own).
 A copy the plan makes costs ``copy_launch`` and its bytes: an operand padded for TMA
 (the driver's 2-D copy) at ``copy_bandwidth`` plus ``copy_line`` a line (narrow lines
 copy slowly), one transposed into the layout a rung reads fastest (xgemm's transpose
@@ -86,6 +95,8 @@ class Shape:
     padded: tuple[int, ...] = ()      # bytes of each operand the plan pads for TMA
     padded_lines: tuple[int, ...] = ()  # ... and its lines (rows, or columns if col-major)
     transposed: tuple[int, ...] = ()  # bytes of each operand it transposes first
+    #: C's rows are not whole multiples of 16 bytes: no TMA store, narrower stores
+    ragged_c: bool = False
 
 
 @dataclass(frozen=True)
@@ -103,6 +114,10 @@ class Constants:
     #: fragments, 4 bytes a lane, far below DRAM's), the most any sample reached; None:
     #: bounded by DRAM alone
     store_bandwidth: float | None = None
+    #: seconds each of a tile's first ``STAGES`` K steps costs besides (a ring's fill)
+    fill: float = 0.0
+    #: seconds per byte of C written besides, where C's rows are ragged (``Shape.ragged_c``)
+    ragged_store: float = 0.0
 
     def step_for(self, layout: str) -> float:
         return (self.layout_step or {}).get(layout, self.full_step)
@@ -174,8 +189,12 @@ class Work:
     rounds: int
     sharing: int
     steps: int
+    fill_steps: int  # of the steps, those that fill the rung's ring of stages (none: no ring)
     dram_bytes: int
     c_bytes: int
+    #: C leaves through the bulk copy engine (TMA_STORE, rows it can store): no bound of
+    #: the epilogue's own stores
+    tma_store: bool = False
 
 
 def work(v: Variant, params: Mapping[str, int], dtype: str, shape: Shape, sms: int,
@@ -201,7 +220,9 @@ def work(v: Variant, params: Mapping[str, int], dtype: str, shape: Shape, sms: i
     dram = shape.batch * (shape.m + shape.n) * shape.k * item + out * item
     if splits > 1:
         dram += 2 * splits * out * (8 if dtype == "float64" else 4)
-    return Work(tiles, blocks, cdiv(tiles, blocks), rounds, sharing, steps, dram, out * item)
+    return Work(tiles, blocks, cdiv(tiles, blocks), rounds, sharing, steps,
+                min(steps, params.get("STAGES", 0)), dram, out * item,
+                bool(params.get("TMA_STORE")) and not shape.ragged_c)
 
 
 # -- the constants ----------------------------------------------------------------------------
@@ -306,8 +327,10 @@ def predict(c: Constants, w: Work, shape: Shape, cal: Calibration, choosing: boo
             ) -> float:
     """The model's formula (the module's text) for counted work ``w``."""
     step = max(w.sharing * c.step_for(shape.layout), c.latency)
-    compute = w.rounds * w.tiles_per_block * (c.tile + w.steps * step)
-    store = w.c_bytes / c.store_bandwidth if c.store_bandwidth else 0.0
+    compute = w.rounds * w.tiles_per_block * (c.tile + w.fill_steps * c.fill + w.steps * step)
+    if shape.ragged_c:
+        compute += w.c_bytes * c.ragged_store
+    store = w.c_bytes / c.store_bandwidth if c.store_bandwidth and not w.tma_store else 0.0
     return cal.copies(shape, choosing) + max(c.launch + max(compute, w.dram_bytes
                                                             / cal.bandwidth), store)
 
@@ -368,9 +391,9 @@ def _lstsq_nonneg(columns: Sequence[Any], target: Any) -> list[float]:
 def fit_point(samples: Sequence[Sample], cal: Calibration, grid: Sequence[float] = _STEP_GRID
               ) -> tuple[Constants, float]:
     """Constants for one candidate from its samples: for each (full_step, latency) on a
-    log grid, launch and tile by least squares on the relative error; the pair whose
-    prediction has the least squared log error. Returns the constants and the root mean
-    square of that error (0.1: about 10% off)."""
+    log grid, launch, tile, fill and ragged_store by least squares on the relative error;
+    the pair whose prediction has the least squared log error. Returns the constants and
+    the root mean square of that error (0.1: about 10% off)."""
     import numpy as np
 
     if not samples:
@@ -379,21 +402,28 @@ def fit_point(samples: Sequence[Sample], cal: Calibration, grid: Sequence[float]
     sharing = np.array([w.sharing for w, _, _ in samples], dtype=float)
     tiles = np.array([w.rounds * w.tiles_per_block for w, _, _ in samples], dtype=float)
     steps = np.array([w.steps for w, _, _ in samples], dtype=float)
+    fills = tiles * np.array([w.fill_steps for w, _, _ in samples], dtype=float)
+    ragged = np.array([w.c_bytes * s.ragged_c for w, s, _ in samples], dtype=float)
     dram = np.array([w.dram_bytes / cal.bandwidth for w, _, _ in samples])
     copies = np.array([cal.copies(s, choosing=False) for _, s, _ in samples])
-    store_bandwidth = max(w.c_bytes / t for w, _, t in samples)
-    store = np.array([w.c_bytes / store_bandwidth for w, _, _ in samples])
+    store_bandwidth = max((w.c_bytes / t for w, _, t in samples if not w.tma_store),
+                          default=None)
+    store_bound = np.array([w.c_bytes / store_bandwidth if store_bandwidth and not w.tma_store
+                            else 0.0 for w, _, _ in samples])
     best: tuple[float, Constants] | None = None
     for full in grid:
         for latency in grid:
             body = tiles * steps * np.maximum(sharing * full, latency)
-            launch, tile = _lstsq_nonneg([1 / times, tiles / times],
-                                         (times - copies - body) / times)
-            pred = copies + np.maximum(launch + np.maximum(tiles * tile + body, dram), store)
+            launch, tile, fill, per_byte = _lstsq_nonneg(
+                [1 / times, tiles / times, fills / times, ragged / times],
+                (times - copies - body) / times)
+            pred = copies + np.maximum(launch + np.maximum(
+                tiles * tile + fills * fill + ragged * per_byte + body, dram), store_bound)
             err = float(np.mean(np.log(pred / times) ** 2))
             if best is None or err < best[0]:
                 best = (err, Constants(launch, tile, full, latency,
-                                       store_bandwidth=store_bandwidth))
+                                       store_bandwidth=store_bandwidth, fill=fill,
+                                       ragged_store=per_byte))
     assert best is not None
     return best[1], math.sqrt(best[0])
 
@@ -423,6 +453,12 @@ def samples_of(rows: Iterable[Mapping[str, Any]], sms: int,
     return found
 
 
+def ragged_rows(n: int, item: int) -> bool:
+    """Whether rows of ``n`` values of ``item`` bytes are not whole multiples of 16 bytes
+    (TMA cannot store them; vector stores narrow)."""
+    return n * item % 16 != 0
+
+
 def row_shape(row: Mapping[str, Any], batch: int, item: int, copies: Sequence[str]) -> Shape:
     """A suite row's product as the model sees it, with the operands its candidate
     padded (``copies``, by name): their bytes and lines."""
@@ -430,7 +466,8 @@ def row_shape(row: Mapping[str, Any], batch: int, item: int, copies: Sequence[st
     sizes = {"a": batch * m * k * item, "b": k * n * item}
     lines = {"a": batch * (m if layout[0] == "N" else k), "b": k if layout[1] == "N" else n}
     return Shape(m, n, k, batch, layout, padded=tuple(sizes[x] for x in copies),
-                 padded_lines=tuple(lines[x] for x in copies))
+                 padded_lines=tuple(lines[x] for x in copies),
+                 ragged_c=ragged_rows(n, item))
 
 
 def fit_copies(samples: Iterable[tuple[int, int, float]]) -> tuple[float, float, float]:
