@@ -188,6 +188,7 @@ class Work:
     tiles_per_block: int
     rounds: int
     sharing: int
+    last_sharing: int  # ... in the last round, which a ragged wave leaves part full
     steps: int
     fill_steps: int  # of the steps, those that fill the rung's ring of stages (none: no ring)
     dram_bytes: int
@@ -214,13 +215,14 @@ def work(v: Variant, params: Mapping[str, int], dtype: str, shape: Shape, sms: i
     slots = sms * per_sm
     rounds = cdiv(blocks, slots)
     sharing = min(cdiv(blocks, sms), per_sm)
+    last_sharing = min(cdiv(blocks - (rounds - 1) * slots, sms), per_sm)
     steps = cdiv(cdiv(shape.k, splits), bk) if shape.k else 0
     item = DTYPES[dtype].itemsize
     out = shape.batch * shape.m * shape.n
     dram = shape.batch * (shape.m + shape.n) * shape.k * item + out * item
     if splits > 1:
         dram += 2 * splits * out * (8 if dtype == "float64" else 4)
-    return Work(tiles, blocks, cdiv(tiles, blocks), rounds, sharing, steps,
+    return Work(tiles, blocks, cdiv(tiles, blocks), rounds, sharing, last_sharing, steps,
                 min(steps, params.get("STAGES", 0)), dram, out * item,
                 bool(params.get("TMA_STORE")) and not shape.ragged_c)
 
@@ -309,8 +311,9 @@ def estimate(v: Variant, params: Mapping[str, int], dtype: str, shape: Shape,
 def estimate_near(v: Variant, params: Mapping[str, int], dtype: str, shape: Shape,
                   sms: int | None = None, precision: str | None = None) -> float:
     """:func:`estimate` at ``params``, or where that point has no constants, with those of
-    the rung's nearest candidate that has (the same tile first, then the fewest other
-    parameters changed); inf where the rung has none."""
+    the rung's nearest candidates that have (the same tile first, then the fewest other
+    parameters changed), the dearest where several are as near: a point nobody measured
+    is not taken for the fastest of its neighbours. inf where the rung has none."""
     if constants(v.name, params, dtype, precision) is not None:
         return estimate(v, params, dtype, shape, sms, precision)
     tile = ("BM", "BN", "CONSUMERS", "WM", "WN", "tile")
@@ -320,14 +323,18 @@ def estimate_near(v: Variant, params: Mapping[str, int], dtype: str, shape: Shap
              if (c := constants(v.name, p, dtype, precision)) is not None]
     if not found:
         return math.inf
-    return estimate(v, params, dtype, shape, sms, precision, c=min(found, key=lambda x: x[0])[1])
+    nearest = min(distance for distance, _ in found)
+    return max(estimate(v, params, dtype, shape, sms, precision, c=c)
+               for distance, c in found if distance == nearest)
 
 
 def predict(c: Constants, w: Work, shape: Shape, cal: Calibration, choosing: bool = True
             ) -> float:
     """The model's formula (the module's text) for counted work ``w``."""
-    step = max(w.sharing * c.step_for(shape.layout), c.latency)
-    compute = w.rounds * w.tiles_per_block * (c.tile + w.fill_steps * c.fill + w.steps * step)
+    full = c.step_for(shape.layout)
+    steps = w.tiles_per_block * w.steps * ((w.rounds - 1) * max(w.sharing * full, c.latency)
+                                           + max(w.last_sharing * full, c.latency))
+    compute = w.rounds * w.tiles_per_block * (c.tile + w.fill_steps * c.fill) + steps
     if shape.ragged_c:
         compute += w.c_bytes * c.ragged_store
     store = w.c_bytes / c.store_bandwidth if c.store_bandwidth and not w.tma_store else 0.0
@@ -400,8 +407,10 @@ def fit_point(samples: Sequence[Sample], cal: Calibration, grid: Sequence[float]
         raise ValueError("no samples to fit")
     times = np.array([t for _, _, t in samples])
     sharing = np.array([w.sharing for w, _, _ in samples], dtype=float)
+    last_sharing = np.array([w.last_sharing for w, _, _ in samples], dtype=float)
+    rounds = np.array([w.rounds for w, _, _ in samples], dtype=float)
+    walked = np.array([w.tiles_per_block * w.steps for w, _, _ in samples], dtype=float)
     tiles = np.array([w.rounds * w.tiles_per_block for w, _, _ in samples], dtype=float)
-    steps = np.array([w.steps for w, _, _ in samples], dtype=float)
     fills = tiles * np.array([w.fill_steps for w, _, _ in samples], dtype=float)
     ragged = np.array([w.c_bytes * s.ragged_c for w, s, _ in samples], dtype=float)
     dram = np.array([w.dram_bytes / cal.bandwidth for w, _, _ in samples])
@@ -413,7 +422,8 @@ def fit_point(samples: Sequence[Sample], cal: Calibration, grid: Sequence[float]
     best: tuple[float, Constants] | None = None
     for full in grid:
         for latency in grid:
-            body = tiles * steps * np.maximum(sharing * full, latency)
+            body = walked * ((rounds - 1) * np.maximum(sharing * full, latency)
+                             + np.maximum(last_sharing * full, latency))
             launch, tile, fill, per_byte = _lstsq_nonneg(
                 [1 / times, tiles / times, fills / times, ragged / times],
                 (times - copies - body) / times)
