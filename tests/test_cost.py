@@ -118,6 +118,29 @@ def test_weight_gradients_of_few_tokens_go_to_wgmma(dtype, m, n):
     assert cheapest(m, n, 8, dtype, layout="TN")[1].name == "wgmma"
 
 
+def test_a_ragged_last_wave_runs_fewer_blocks_an_sm():
+    v = xgemm.get_variant("splitk")
+    params = {**v.defaults, "SPLITS": 4}
+    c = cost.Constants(0.0, 0.0, 1e-6, 1e-9)
+    cal = cost.calibration()
+    shape = Shape(8192, 64, 8192)  # 512 blocks
+    w = cost.work(v, params, "float32", shape, 132, per_sm=3)  # over 396 slots
+    assert (w.rounds, w.sharing, w.last_sharing) == (2, 3, 1)
+    one_round = w.steps * 3 * 1e-6
+    assert one_round < cost.predict(c, w, shape, cal) < 2 * one_round
+
+
+def test_a_point_without_constants_is_priced_as_its_dearest_nearest_neighbour():
+    v = xgemm.get_variant("splitk")
+    shape, point = Shape(926, 58, 9006), {**v.defaults, "SPLITS": 32}
+    assert cost.constants("splitk", point, "float32") is None
+    neighbours = [cost.constants("splitk", {**v.defaults, "SPLITS": s}, "float32")
+                  for s in (4, 16, 64)]  # one parameter away each
+    times = [cost.estimate(v, point, "float32", shape, c=c) for c in neighbours]
+    assert len(set(times)) == 3
+    assert cost.estimate_near(v, point, "float32", shape) == max(times)
+
+
 def test_a_batch_counts_all_its_tiles():
     v = xgemm.get_variant("mma")
     one = cost.work(v, v.defaults, "float16", Shape(1024, 1024, 64), 132)

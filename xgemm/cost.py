@@ -9,17 +9,19 @@ them, K split SPLITS ways):
   ``tiles_per_block`` what each block walks (more than one: a persistent grid);
 - ``slots``: blocks the SMs run at once (``SMS`` x blocks per SM, from the threads and
   shared memory a block takes), ``rounds`` = blocks / slots, rounded up; ``sharing``: the
-  blocks one SM runs at once in a round;
+  blocks one SM runs at once in a full round, ``last_sharing`` in the last (a ragged
+  wave leaves it part empty);
 - ``steps``: K steps per tile.
 
 and prices them with constants measured per GPU, rung, point and dtype (and the layout A
 and B are read in, which changes how fast a rung's loads go):
 
-    time = copies + max(launch + max(rounds x tiles_per_block x tile_time + ragged,
-                                     bytes / bandwidth),
+    time = copies + max(launch + max(tiles_per_block x (rounds x tile_time + walk)
+                                     + ragged, bytes / bandwidth),
                         C's bytes / store_bandwidth)
-    tile_time = tile + min(steps, STAGES) x fill + steps x step
-    step = max(sharing x full_step, latency)
+    tile_time = tile + min(steps, STAGES) x fill
+    walk = steps x ((rounds - 1) x max(sharing x full_step, latency)
+                    + max(last_sharing x full_step, latency))
     ragged = C's bytes x ragged_store, where C's rows are not whole 16-byte lines
 
 ``full_step`` is a K step's time with the SM's FLOPs or load bandwidth to itself (the
@@ -33,7 +35,7 @@ and C, split-K's partials twice.
 C's rows decide how it leaves: whole 16-byte lines go out through TMA (a rung with
 ``TMA_STORE``) or wide stores; ragged rows (N x its bytes not a multiple of 16) through
 narrow ones, at a cost per byte the fit measures (``ragged_store``: on the H100's 16-bit
-rungs, as long again as writing C at about 650 GB/s; a random sample's shapes are almost
+rungs, as long again as writing C at 540-730 GB/s; a random sample's shapes are almost
 all ragged, a model's linears all whole lines). ``store_bandwidth`` bounds a product of tiny K
 by the fastest any calibration sample wrote C from its registers; a rung whose C TMA
 stores has no such bound (DRAM's is its own).
