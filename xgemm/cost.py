@@ -36,9 +36,9 @@ C's rows decide how it leaves: whole 16-byte lines go out through TMA (a rung wi
 ``TMA_STORE``) or wide stores; ragged rows (N x its bytes not a multiple of 16) through
 narrow ones, at a cost per byte the fit measures (``ragged_store``: on the H100's 16-bit
 rungs, as long again as writing C at 540-730 GB/s; a random sample's shapes are almost
-all ragged, a model's linears all whole lines). ``store_bandwidth`` bounds a product of tiny K
-by the fastest any calibration sample wrote C from its registers; a rung whose C TMA
-stores has no such bound (DRAM's is its own).
+all ragged, a model's linears all whole lines). ``store_bandwidth`` bounds a product of
+tiny K by the fastest any calibration sample wrote C from its registers; a rung whose C
+TMA stores has no such bound (DRAM's is its own).
 A copy the plan makes costs ``copy_launch`` and its bytes: an operand padded for TMA
 (the driver's 2-D copy) at ``copy_bandwidth`` plus ``copy_line`` a line (narrow lines
 copy slowly), one transposed into the layout a rung reads fastest (xgemm's transpose
@@ -334,9 +334,9 @@ def predict(c: Constants, w: Work, shape: Shape, cal: Calibration, choosing: boo
             ) -> float:
     """The model's formula (the module's text) for counted work ``w``."""
     full = c.step_for(shape.layout)
-    steps = w.tiles_per_block * w.steps * ((w.rounds - 1) * max(w.sharing * full, c.latency)
-                                           + max(w.last_sharing * full, c.latency))
-    compute = w.rounds * w.tiles_per_block * (c.tile + w.fill_steps * c.fill) + steps
+    walk = w.tiles_per_block * w.steps * ((w.rounds - 1) * max(w.sharing * full, c.latency)
+                                          + max(w.last_sharing * full, c.latency))
+    compute = w.rounds * w.tiles_per_block * (c.tile + w.fill_steps * c.fill) + walk
     if shape.ragged_c:
         compute += w.c_bytes * c.ragged_store
     store = w.c_bytes / c.store_bandwidth if c.store_bandwidth and not w.tma_store else 0.0

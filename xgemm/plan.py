@@ -712,7 +712,7 @@ def _priced_copies(v: Variant, p: dict[str, int], mats: tuple, layouts: list, re
             lines.append((count * (m if read[0] == "row" else k), k if read[1] == "row" else n)[i])
     return cost.Shape(m, n, k, count, letters, padded=tuple(padded),
                       padded_lines=tuple(lines), transposed=tuple(transposed),
-                      ragged_c=cost.ragged_rows(n, item))
+                      ragged_c=cost.ragged_rows(n, item))  # C in the operands' dtype
 
 
 def _ranked(mats: tuple, layouts: list, read: list, copyable: list, shapes: Shapes,
