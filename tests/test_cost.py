@@ -2,7 +2,9 @@
 (xgemm.generalisation): no GPU needed."""
 
 import dataclasses
+import json
 import math
+from pathlib import Path
 
 import pytest
 
@@ -203,3 +205,27 @@ def test_the_summary_is_geometric_means_and_extremes():
     assert s["geomean_regret"] == pytest.approx(math.sqrt(1.44))
     assert s["max_regret"] == 1.44
     assert generalisation.summary([])["geomean_regret"] is None
+
+
+RESULTS = Path(__file__).resolve().parent.parent / "bench" / "results" / "h100"
+
+
+@pytest.mark.parametrize("path", sorted(RESULTS.glob("random_*_seed*.json")), ids=lambda p: p.stem)
+def test_published_random_rows_were_picked_by_the_shipped_model(path, monkeypatch, tmp_path):
+    """Each published row's pick is the one auto makes now (no GPU: the H100's properties
+    stood in): results and calibration agree, or the results must be measured again."""
+    from xgemm import gpu, plan
+
+    data = json.loads(path.read_text())
+    machine = data["machine"]
+    h100 = gpu.DeviceProperties(machine["gpu"], 90, machine["sm_count"], 1024, 48 * 1024,
+                                227 * 1024, 65536, 50 * 2**20)
+    monkeypatch.setattr(gpu, "properties", lambda device: h100)
+    monkeypatch.setenv("XGEMM_TUNE_CACHE", str(tmp_path / "tuned.json"))
+    monkeypatch.delenv("XGEMM_CALIBRATION", raising=False)
+    dtype, precision = generalisation.PARTS[data["part"]]
+    for row in data["rows"]:
+        v, p = plan.auto_choice(row["m"], row["n"], row["k"], dtype, row["layout"],
+                                math.prod(row["lead"] or [1]), precision)
+        planned = {**row["params"], "TMA_STORE": p.get("TMA_STORE")}  # C's rows decide it
+        assert (v.name, p) == (row["variant"], {k: planned[k] for k in row["params"]}), row["case"]

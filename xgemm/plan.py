@@ -670,6 +670,40 @@ def _choose(mats: tuple, layouts: list, shapes: Shapes, dtype: str, device: int,
     return v, p
 
 
+@dataclass(frozen=True)
+class _Address:
+    ptr: int
+
+
+@dataclass(frozen=True)
+class _Standin:
+    """What ``auto`` reads of an operand it is not given: its item size and address (one
+    that TMA can read)."""
+
+    itemsize: int
+    data: _Address = _Address(1 << 20)
+
+
+def auto_choice(m: int, n: int, k: int, dtype: str, layout: str = "NN", batch: int = 1,
+                precision: str | None = None, device: int = 0
+                ) -> tuple[Variant, dict[str, int]]:
+    """The variant and parameters ``auto`` picks for ``batch`` x (M x K) @ (K x N) of
+    fresh contiguous operands, A and B read as ``layout`` says ("N": row-major, "T": a
+    transposed view; B shared by the batch), on GPU ``device``, asking only its properties
+    (``gpu.properties``): what a suite row's operands were, without the operands. The
+    tuning file answers first, as in a call.
+
+    >>> auto_choice(8192, 8192, 8, "bfloat16", layout="TN")[0].name  # doctest: +SKIP
+    'wgmma'
+    """
+    item = DTYPES[dtype].itemsize
+    a = Layout(True, m, m * k) if layout[0] == "T" else Layout(False, k, m * k * (batch > 1))
+    b = Layout(layout[1] == "T", k if layout[1] == "T" else n, 0)
+    lead = (batch,) if batch > 1 else ()
+    shapes = Shapes(lead, m, n, k, (*lead, m, n), False, False)
+    return _choose((_Standin(item), _Standin(item)), [a, b], shapes, dtype, device, precision)
+
+
 def _contenders(mats: tuple, layouts: list, shapes: Shapes, dtype: str, device: int,
                 precision: str | None, count: int) -> tuple[tuple[Variant, dict], ...]:
     """What autotuning times on a first call: the rules' pick and the cost model's
