@@ -217,9 +217,7 @@ def test_published_random_rows_were_picked_by_the_shipped_model(path, monkeypatc
     from xgemm import gpu, plan
 
     data = json.loads(path.read_text())
-    machine = data["machine"]
-    h100 = gpu.DeviceProperties(machine["gpu"], 90, machine["sm_count"], 1024, 48 * 1024,
-                                227 * 1024, 65536, 50 * 2**20)
+    h100 = gpu.stand_in(data["machine"])
     monkeypatch.setattr(gpu, "properties", lambda device: h100)
     monkeypatch.setenv("XGEMM_TUNE_CACHE", str(tmp_path / "tuned.json"))
     monkeypatch.delenv("XGEMM_CALIBRATION", raising=False)

@@ -63,6 +63,28 @@ def properties(device: int) -> DeviceProperties:
     )
 
 
+def stand_in(machine: dict) -> DeviceProperties:
+    """The properties of the GPU a result file's ``machine`` names (its name, compute
+    capability and SMs), with an sm_90's per-block limits: planning offline, where the
+    GPU that measured the file is not here (``plan.auto_choice`` after
+    ``gpu.properties`` is pointed at it).
+
+    >>> stand_in({"gpu": "NVIDIA H100 80GB HBM3", "compute_capability": "9.0",
+    ...           "sm_count": 132}).multiprocessors
+    132
+    """
+    return DeviceProperties(
+        name=machine.get("gpu", "NVIDIA H100 80GB HBM3"),
+        compute_capability=round(float(machine.get("compute_capability", "9.0")) * 10),
+        multiprocessors=machine.get("sm_count", 132),
+        max_threads_per_block=1024,
+        max_static_smem=48 * 1024,
+        max_dynamic_smem=227 * 1024,
+        max_registers_per_block=65536,
+        l2_bytes=50 * 2**20,
+    )
+
+
 def compute_capability(device: int) -> int:
     """GPU ``device``'s compute capability x 10 (90 for an H100)."""
     return properties(device).compute_capability
