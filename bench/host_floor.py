@@ -5,7 +5,8 @@ The floor: an empty kernel launched through CuPy's ``RawKernel`` and through
 cuda-bindings' ``cuLaunchKernel`` (as xgemm launches), with no arguments and with a
 GEMM's sixteen; PyTorch's cheapest operations (``torch.empty``, an in-place fill) and
 ``torch.matmul`` at 64^3. The steps: the plan's key, the cache lookup, PyTorch's stream,
-the output's allocation, the launch; then the whole call. Each figure is the median of
+the output's allocation, the launch; then the whole call; in float32 and in bfloat16
+(whose plans may run another rung, with other arguments). Each figure is the median of
 ``--rounds`` rounds of ``--calls`` calls, the GPU synchronised between rounds.
 
     PYTHONPATH=. python bench/host_floor.py [--json out.json]
@@ -30,6 +31,11 @@ extern "C" __global__ void empty0() {}
 extern "C" __global__ void empty16(const float* a, const float* b, float* c, int m, int n,
     int k, int lda, int ldb, int ldc, long long sa, long long sb, long long sc,
     const float* bias, float alpha, float beta, const void* extra) {}
+struct alignas(64) Map { unsigned char bytes[128]; };  // a TMA tensor map's size
+extern "C" __global__ void empty16_maps(const float* a, const float* b, float* c, int m,
+    int n, int k, int lda, int ldb, int ldc, long long sa, long long sb, long long sc,
+    const float* bias, float alpha, float beta, const __grid_constant__ Map map_a,
+    const __grid_constant__ Map map_b, const __grid_constant__ Map map_c) {}
 """
 
 
@@ -80,6 +86,14 @@ def floor_rows(calls: int, rounds: int) -> dict[str, float]:
             driver.cuLaunchKernel(function, 1, 1, 1, 32, 1, 1, 0, raw_stream, address_of, 0)
 
         rows["cuda-bindings launch, 16 args"] = per_call_us(launch_driver, calls, rounds)
+        maps = [(ctypes.c_ubyte * 128)() for _ in range(3)]  # wgmma's three tensor maps
+        with_maps = (ctypes.c_void_p * (len(values) + 2))(
+            *[ctypes.addressof(v) for v in values[:-1]], *map(ctypes.addressof, maps))
+        function_maps = driver.CUfunction(module.get_function("empty16_maps").kernel.ptr)
+        maps_address = ctypes.addressof(with_maps)
+        rows["cuda-bindings launch, 15 args + 3 maps"] = per_call_us(
+            lambda: driver.cuLaunchKernel(function_maps, 1, 1, 1, 32, 1, 1, 0, raw_stream,
+                                          maps_address, 0), calls, rounds)
         libcuda = ctypes.CDLL("libcuda.so.1")
         launch_c = libcuda.cuLaunchKernel
         launch_c.restype = ctypes.c_int
@@ -102,10 +116,10 @@ def floor_rows(calls: int, rounds: int) -> dict[str, float]:
     return rows
 
 
-def step_rows(calls: int, rounds: int) -> dict[str, float]:
+def step_rows(calls: int, rounds: int, dtype: torch.dtype) -> dict[str, float]:
     device = torch.device("cuda", 0)
-    a, b = torch.randn(64, 64, device=device), torch.randn(64, 64, device=device)
-    out = torch.empty(64, 64, device=device)
+    a, b = (torch.randn(64, 64, device=device, dtype=dtype) for _ in range(2))
+    out = torch.empty(64, 64, device=device, dtype=dtype)
     xgemm.matmul(a, b)
     xgemm.matmul(a, b, out=out)
     key = planning.call_key(a, b, None, "out", None, "auto", {}, None, None, None, False)
@@ -124,6 +138,7 @@ def step_rows(calls: int, rounds: int) -> dict[str, float]:
         "enqueue (memoised args)": per_call_us(lambda: [
             launching.enqueue(launch, args, stream) for launch, args in launches],
             calls, rounds),
+        f"launches: {plan.variant.name}, {len(launches)}": None,
         "launch.run (plan in hand)": per_call_us(lambda: launching.run(
             plan, a, b, None, None, 1.0, 0.0), calls, rounds),
         "xgemm.matmul": per_call_us(lambda: xgemm.matmul(a, b), calls, rounds),
@@ -131,9 +146,11 @@ def step_rows(calls: int, rounds: int) -> dict[str, float]:
         "xgemm.matmul out=": per_call_us(lambda: xgemm.matmul(a, b, out=out), calls, rounds),
         "torch.matmul out=": per_call_us(lambda: torch.matmul(a, b, out=out), calls, rounds),
     }
-    x = torch.randn(8, 1, 2048, device=device, dtype=torch.bfloat16)
-    w = torch.randn(2048, 2048, device=device, dtype=torch.bfloat16)
-    y = torch.empty(8, 1, 2048, device=device, dtype=torch.bfloat16)
+    x = torch.randn(8, 1, 2048, device=device, dtype=dtype)
+    w = torch.randn(2048, 2048, device=device, dtype=dtype)
+    y = torch.empty(8, 1, 2048, device=device, dtype=dtype)
+    linear = xgemm.prepare(x, w.T)
+    rows[f"x @ w.T runs: {linear.variant.name}, {len(linear.grids)} launch"] = None
     rows["xgemm x(8,1,2048) @ w.T"] = per_call_us(lambda: xgemm.matmul(x, w.T), calls, rounds)
     rows["torch x(8,1,2048) @ w.T"] = per_call_us(lambda: torch.matmul(x, w.T), calls, rounds)
     rows["xgemm x @ w.T out="] = per_call_us(lambda: xgemm.matmul(x, w.T, out=y), calls, rounds)
@@ -148,7 +165,8 @@ def main() -> None:
     parser.add_argument("--json")
     args = parser.parse_args()
     rows = {"floor": floor_rows(args.calls, args.rounds),
-            "steps": step_rows(args.calls, args.rounds)}
+            **{f"steps, {dtype}": step_rows(args.calls, args.rounds, getattr(torch, dtype))
+               for dtype in ("float32", "bfloat16")}}
     for part, found in rows.items():
         print(f"-- {part}")
         for name, us in found.items():

@@ -300,6 +300,12 @@ def layout_of(shape: tuple[int, ...], strides: tuple[int, ...], itemsize: int,
     Layout(col=False, ld=4, batch_stride=0)
     >>> layout_of((3, 4), (4, 12), 4)  # F-ordered: a transposed view
     Layout(col=True, ld=3, batch_stride=0)
+
+    A single column (or row) lies in both layouts; it is read along its length, as one
+    line, not as lines of one element each (which TMA and vector loads cannot take):
+
+    >>> layout_of((1024, 1), (2, 2048), 2)  # dY.T of one token's (1, 1024) gradient
+    Layout(col=True, ld=1024, batch_stride=0)
     """
     if 0 in shape:  # nothing is read or written: any layout will do
         inner = shape[-1] if layouts[0] == "row" else shape[-2]
@@ -319,6 +325,8 @@ def layout_of(shape: tuple[int, ...], strides: tuple[int, ...], itemsize: int,
             return None
         if write and math.prod(batch) > 1 and batch_stride == 0:
             return None  # a broadcast output: two products would write one place
+    if rows == 1 or cols == 1:  # a line: the layout along it first (stable otherwise)
+        layouts = tuple(sorted(layouts, key=lambda x: (cols if x == "row" else rows) == 1))
     for layout in layouts:
         inner, inner_stride, outer, outer_stride = (
             (cols, col_stride, rows, row_stride) if layout == "row"

@@ -22,7 +22,8 @@ and B are read in, which changes how fast a rung's loads go):
     tile_time = tile + min(steps, STAGES) x fill
     walk = steps x ((rounds - 1) x max(sharing x full_step, latency)
                     + max(last_sharing x full_step, latency))
-    ragged = C's bytes x ragged_store, where C's rows are not whole 16-byte lines
+    ragged = C's bytes x ragged_store, where C's rows are not whole groups of the
+             rung's widest store (:func:`ragged`)
 
 ``full_step`` is a K step's time with the SM's FLOPs or load bandwidth to itself (the
 rung's sustained rate), ``latency`` the least a step takes however little it does (the
@@ -33,8 +34,9 @@ stages; a tile of one K step pays it once, not ``STAGES`` times), ``launch`` wha
 kernel costs whatever its size, and ``bytes`` what must cross DRAM at least once: A, B
 and C, split-K's partials twice.
 C's rows decide how it leaves: whole 16-byte lines go out through TMA (a rung with
-``TMA_STORE``) or wide stores; ragged rows (N x its bytes not a multiple of 16) through
-narrow ones, at a cost per byte the fit measures (``ragged_store``: on the H100's 16-bit
+``TMA_STORE``) or wide stores (a rung that stores groups of four elements needs only
+whole groups: 8-byte ones in 16 bits); ragged rows through narrow ones, at a cost per
+byte the fit measures (``ragged_store``: on the H100's 16-bit
 rungs, as long again as writing C at 540-730 GB/s; a random sample's shapes are almost
 all ragged, a model's linears all whole lines). ``store_bandwidth`` bounds a product of
 tiny K by the fastest any calibration sample wrote C from its registers; a rung whose C
@@ -198,6 +200,8 @@ class Work:
     #: C leaves through the bulk copy engine (TMA_STORE, rows it can store): no bound of
     #: the epilogue's own stores
     tma_store: bool = False
+    #: the rung runs its narrow path here (:func:`ragged`): C costs ``ragged_store`` a byte
+    ragged: bool = False
 
 
 def work(v: Variant, params: Mapping[str, int], dtype: str, shape: Shape, sms: int,
@@ -226,7 +230,7 @@ def work(v: Variant, params: Mapping[str, int], dtype: str, shape: Shape, sms: i
         dram += 2 * splits * out * (8 if dtype == "float64" else 4)
     return Work(tiles, blocks, cdiv(tiles, blocks), rounds, sharing, last_sharing, steps,
                 min(steps, params.get("STAGES", 0)), dram, out * item,
-                bool(params.get("TMA_STORE")) and not shape.ragged_c)
+                bool(params.get("TMA_STORE")) and not shape.ragged_c, ragged(v, shape, item))
 
 
 # -- the constants ----------------------------------------------------------------------------
@@ -337,7 +341,7 @@ def predict(c: Constants, w: Work, shape: Shape, cal: Calibration, choosing: boo
     walk = w.tiles_per_block * w.steps * ((w.rounds - 1) * max(w.sharing * full, c.latency)
                                           + max(w.last_sharing * full, c.latency))
     compute = w.rounds * w.tiles_per_block * (c.tile + w.fill_steps * c.fill) + walk
-    if shape.ragged_c:
+    if w.ragged:
         compute += w.c_bytes * c.ragged_store
     store = w.c_bytes / c.store_bandwidth if c.store_bandwidth and not w.tma_store else 0.0
     return cal.copies(shape, choosing) + max(c.launch + max(compute, w.dram_bytes
@@ -414,7 +418,7 @@ def fit_point(samples: Sequence[Sample], cal: Calibration, grid: Sequence[float]
     walked = np.array([w.tiles_per_block * w.steps for w, _, _ in samples], dtype=float)
     tiles = np.array([w.rounds * w.tiles_per_block for w, _, _ in samples], dtype=float)
     fills = tiles * np.array([w.fill_steps for w, _, _ in samples], dtype=float)
-    ragged = np.array([w.c_bytes * s.ragged_c for w, s, _ in samples], dtype=float)
+    ragged = np.array([w.c_bytes * w.ragged for w, _, _ in samples], dtype=float)
     dram = np.array([w.dram_bytes / cal.bandwidth for w, _, _ in samples])
     copies = np.array([cal.copies(s, choosing=False) for _, s, _ in samples])
     store_bandwidth = max((w.c_bytes / t for w, _, t in samples if not w.tma_store),
@@ -469,6 +473,25 @@ def ragged_rows(n: int, item: int) -> bool:
     """Whether rows of ``n`` values of ``item`` bytes are not whole multiples of 16 bytes
     (TMA cannot store them; vector stores narrow)."""
     return n * item % 16 != 0
+
+
+def ragged(v: Variant, shape: Shape, item: int) -> bool:
+    """Whether C's rows are not whole groups of the widest store ``v`` writes them with,
+    so that C leaves by narrow stores (``ragged_store``): a rung specialised on
+    alignment stores groups of four elements ("aligned" in ``Variant.flags``) or of 16
+    bytes ("aligned16"); any other rung is judged by whole 16-byte lines, TMA's.
+
+    >>> import xgemm
+    >>> vectorized, wgmma = xgemm.get_variant("vectorized"), xgemm.get_variant("wgmma")
+    >>> shape = Shape(369, 10796, 28, ragged_c=ragged_rows(10796, 2))  # rows of 21592 bytes
+    >>> ragged(vectorized, shape, 2), ragged(wgmma, shape, 2)
+    (False, True)
+    """
+    if "aligned" in v.flags:
+        return shape.n % 4 != 0
+    if "aligned16" in v.flags:
+        return shape.n * item % max(16, item) != 0
+    return shape.ragged_c
 
 
 def row_shape(row: Mapping[str, Any], batch: int, item: int, copies: Sequence[str]) -> Shape:

@@ -25,8 +25,9 @@ from typing import Any
 
 from .registry import numpy_dtype
 
-#: The host-time cases: 64 x 64 x 64, and a batch of eight of them.
-HOST_SHAPES = ((64, 64, 64, 1), (64, 64, 64, 8))
+#: The host-time cases (M, N, K, batch, B a transposed weight): 64 x 64 x 64, a batch of
+#: eight of them, and a decode step's linear, x of shape (8, 1, 2048) @ w.T, w 2048 x 2048.
+HOST_SHAPES = ((64, 64, 64, 1, False), (64, 64, 64, 8, False), (1, 2048, 2048, 8, True))
 #: The queued-time cases (M, N, K): a small square and a skinny product.
 QUEUED_SHAPES = ((1024, 1024, 1024), (16, 4096, 4096))
 DTYPES = ("float32", "float16", "bfloat16")
@@ -90,20 +91,23 @@ def queued_ms_in_turns(contenders: dict[str, Callable[[], Any]], calls: int = 50
     return {name: statistics.median(t) for name, t in times.items()}
 
 
-def _inputs(m: int, n: int, k: int, batch: int, dtype: str):
-    """The same values as CuPy arrays and as PyTorch tensors (None without PyTorch)."""
+def _inputs(m: int, n: int, k: int, batch: int, dtype: str, weight: bool = False):
+    """The same values as CuPy arrays and as PyTorch tensors (None without PyTorch);
+    ``weight``: B is ``w.T`` of a row-major N x K ``w``, as a linear layer reads it."""
     import cupy
 
     lead = (batch,) if batch > 1 else ()
     gen = cupy.random.default_rng()
     a = gen.standard_normal((*lead, m, k), dtype=cupy.float32).astype(numpy_dtype(dtype))
-    b = gen.standard_normal((k, n), dtype=cupy.float32).astype(numpy_dtype(dtype))
+    b = gen.standard_normal((n, k) if weight else (k, n), dtype=cupy.float32).astype(
+        numpy_dtype(dtype))
     out = cupy.empty((*lead, m, n), dtype=a.dtype)
     try:
         import torch
     except ImportError:
-        return (a, b, out), None
-    return (a, b, out), tuple(torch.from_dlpack(x) for x in (a, b, out))
+        return (a, b.T if weight else b, out), None
+    ta, tb, tout = (torch.from_dlpack(x) for x in (a, b, out))
+    return (a, b.T if weight else b, out), (ta, tb.T if weight else tb, tout)
 
 
 def host_rows(calls: int = 1000, rounds: int = 11) -> list[dict[str, Any]]:
@@ -116,8 +120,8 @@ def host_rows(calls: int = 1000, rounds: int = 11) -> list[dict[str, Any]]:
 
     rows = []
     for dtype in DTYPES:
-        for m, n, k, batch in HOST_SHAPES:
-            cupy_arrays, torch_arrays = _inputs(m, n, k, batch, dtype)
+        for m, n, k, batch, weight in HOST_SHAPES:
+            cupy_arrays, torch_arrays = _inputs(m, n, k, batch, dtype, weight)
             for with_out in (False, True):
                 contenders = {}
                 for label, arrays in (("cupy", cupy_arrays), ("torch", torch_arrays)):
@@ -139,8 +143,9 @@ def host_rows(calls: int = 1000, rounds: int = 11) -> list[dict[str, Any]]:
                             continue
                     contenders[f"{label}.matmul_us"] = (
                         lambda a=a, b=b, kw=kw, f=baseline: f(a, b, **kw))
-                row = {"dtype": dtype, "out": with_out,
-                       "shape": f"{batch}x{m}x{n}x{k}" if batch > 1 else f"{m}x{n}x{k}",
+                shape = (f"x({batch},{m},{k}) @ w.T" if weight else
+                         f"{batch}x{m}x{n}x{k}" if batch > 1 else f"{m}x{n}x{k}")
+                row = {"dtype": dtype, "out": with_out, "shape": shape,
                        "xgemm_cupy_us": None, "cupy.matmul_us": None,
                        "xgemm_torch_us": None, "torch.matmul_us": None}
                 row.update(host_us(contenders, calls, rounds))
