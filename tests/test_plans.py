@@ -342,6 +342,28 @@ def test_a_prepared_launch_reads_its_inputs_as_they_are_when_it_runs(rng):
 
 
 @gpu
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+@pytest.mark.parametrize("rows", [1, 5])
+def test_a_batch_of_rows_times_one_matrix_is_one_product(rng, dtype, rows):
+    """x (batch, rows, K) @ w.T, as a linear layer calls it: the batch's rows, one stride
+    apart, are one product of batch x rows rows (B read once), with or without out=.
+    Rows with a gap between the batch's matrices (a slice) stay a batch of products."""
+    x, w = rng.array((6, rows, 200), dtype), rng.array((72, 200), dtype)
+    launch = xgemm.prepare(x, w.T)
+    assert (launch.plan.shapes.count, launch.plan.shapes.m) == (1, 6 * rows)
+    y = launch()
+    assert y.shape == (6, rows, 72) and relative_error(y, x, w.T) < TOLERANCE[dtype]
+    out = poisoned(6, rows, 72, dtype=dtype)
+    assert xgemm.prepare(x, w.T, out=out).plan.shapes.count == 1
+    assert xgemm.matmul(x, w.T, out=out) is out
+    assert relative_error(out, x, w.T) < TOLERANCE[dtype]
+    gapped = rng.array((6, rows + 1, 200), dtype)[:, :rows]  # one row's gap a matrix
+    launch = xgemm.prepare(gapped, w.T, out=poisoned(6, rows, 72, dtype=dtype))
+    assert launch.plan.shapes.count == (1 if rows == 1 else 6)  # one row: one stride
+    assert relative_error(launch(), gapped, w.T) < TOLERANCE[dtype]
+
+
+@gpu
 def test_a_split_k_launch_run_on_two_streams_at_once(rng):
     """One Launch run on two streams at once, five times each: each run has its own
     partial sums and counters, zeroed on its own stream, so the runs do not mix (both

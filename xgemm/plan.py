@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import math
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
@@ -26,6 +27,7 @@ import numpy as np
 from . import cost, gpu, tunefile
 from .checks import (
     AUTO,
+    INT_MAX,
     TUNE,
     Layout,
     Meta,
@@ -217,8 +219,11 @@ class OperandPlan:
     relayout: bool = False          # a layout the variant does not read is copied, not refused
 
     def matrices(self, x: cupy.ndarray) -> cupy.ndarray:
-        """A 1-D operand with its dimension back: a (1, K) row, or a (K, 1) column."""
-        return x[None, :] if self.vector == "row" else x[:, None] if self.vector == "col" else x
+        """A 1-D operand with its dimension back: a (1, K) row, or a (K, 1) column; a
+        batch of A's rows the plan folded into one matrix (``_folded``), as that matrix."""
+        if self.vector is not None:
+            return x[None, :] if self.vector == "row" else x[:, None]
+        return x if x.ndim == len(self.full_shape) else x.reshape(self.full_shape)
 
 
 @dataclass(frozen=True)
@@ -488,6 +493,9 @@ def build(a: Any, b: Any, variant: str, target: Any, target_name: str, bias: Any
 
     import cupy
 
+    folded = None if dtype in EIGHT_BIT else _folded(ca, cb, ctarget, shapes)
+    if folded is not None:  # a batch of rows times one matrix: one product of all the rows
+        ca, ctarget, shapes = folded
     # Planned on the operands' GPU, whichever is current: a launch on one GPU with
     # pointers into another's memory is an illegal address that breaks the CUDA context.
     here = cupy.cuda.runtime.getDevice() == device
@@ -927,6 +935,50 @@ def _transpose_function(spec: Spec, device: int) -> Any:
     """The function of that transpose at ``spec`` on GPU ``device``."""
     v, p = _transpose_variant(spec.dtype, device)
     return get_kernel(v.name, p, spec, device, v.family).kernel
+
+
+def _folded(a: cupy.ndarray, b: cupy.ndarray, target: cupy.ndarray | None, shapes: Shapes
+            ) -> tuple[cupy.ndarray, cupy.ndarray | None, Shapes] | None:
+    """A batch of products that all share B, whose rows of A (and of C) follow one
+    another at one stride, as one product of all their rows: (count x M) x K times
+    K x N, as ``torch.matmul`` folds ``x @ w.T`` for a 3-D ``x``. B is read once, not once
+    a product, and a decode step's (batch, 1, hidden) activations make one product of
+    ``batch`` rows rather than ``batch`` products of one row. None where it does not
+    apply (one product, 1-D operands, a batched B, rows at uneven strides); A and C as
+    2-D views and the folded shapes otherwise.
+
+    >>> import cupy as cp  # doctest: +SKIP
+    >>> x, w = cp.ones((8, 1, 64)), cp.ones((32, 64))  # doctest: +SKIP
+    >>> from xgemm.checks import matmul_shapes  # doctest: +SKIP
+    >>> _folded(x, w.T, None, matmul_shapes(x.shape, w.T.shape))[2].m  # doctest: +SKIP
+    8
+    """
+    from cupy.lib.stride_tricks import as_strided
+
+    count, m, n, k = shapes.count, shapes.m, shapes.n, shapes.k
+    if (count < 2 or shapes.a_vector or shapes.b_vector or math.prod(a.shape[:-2]) != count
+            or any(size > 1 and stride for size, stride in zip(b.shape[:-2], b.strides[:-2],
+                                                               strict=True))
+            or count * m > INT_MAX):
+        return None
+
+    def rows(x: cupy.ndarray, width: int, write: bool) -> int | None:
+        """The stride, in elements, between consecutive rows of all x's matrices."""
+        layout = layout_of(x.shape, x.strides, x.itemsize, ("row",), write=write)
+        if layout is None:
+            return None
+        stride = layout.ld if m > 1 else layout.batch_stride
+        return stride if stride >= width and (m == 1 or layout.batch_stride == m * stride) \
+            else None
+
+    lda = rows(a, k, False)
+    ldc = None if target is None else rows(target, n, True)
+    if lda is None or (target is not None and ldc is None):
+        return None
+    a2 = as_strided(a, (count * m, k), (lda * a.itemsize, a.itemsize))
+    c2 = None if target is None else as_strided(target, (count * m, n),
+                                                (ldc * target.itemsize, target.itemsize))
+    return a2, c2, Shapes((), count * m, n, k, shapes.out, False, False)
 
 
 def _transposed(x: cupy.ndarray, layout: Layout, device: int
