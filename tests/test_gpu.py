@@ -411,15 +411,16 @@ def test_tf32_only_when_asked(rng):
     """float32 runs exact unless precision="tf32" is given; then auto takes wgmma_tf32 on
     sm_90 and mma_tf32 on other GPUs from sm_80 (and on sm_90 where TMA cannot read the
     rows), whose error shows the rounding (above exact float32's, within TF32's
-    tolerance). A batch that is not K-major stays exact: only single matrices are copied."""
+    tolerance). A batch that is not K-major stays exact: only single matrices are copied
+    (and a batch of A's rows times one B, which is one matrix)."""
     import xgemm.gpu
 
     a, w = rng.matrix(512, 384), rng.matrix(256, 384)  # a @ w.T: K-major both
     exact = xgemm.prepare(a, w.T)
     assert exact.variant.precision is None
     assert relative_error(exact(), a, w.T) < TOLERANCE
-    batch, b = rng.array((3, 512, 384), "float32"), rng.matrix(384, 256)
-    fallback = xgemm.prepare(batch, b, precision="tf32")  # a batch with a row-major b
+    batch, b = rng.array((3, 512, 384), "float32"), rng.array((3, 384, 256), "float32")
+    fallback = xgemm.prepare(batch, b, precision="tf32")  # a batch of row-major b
     assert fallback.variant.precision is None and fallback.copies == ()
     assert frobenius_error(fallback(), f64(batch) @ f64(b)) < TOLERANCE
     cc = xgemm.gpu.compute_capability(0)
@@ -490,7 +491,7 @@ def test_float32_output_of_a_batch_over_one_launch(rng):
     """The second launch of a 70000-product batch writes C at float32 offsets."""
     import cupy
 
-    a, b = rng.array((70_000, 2, 3), "float16"), rng.array((3, 2), "float16")
+    a, b = rng.array((70_000, 2, 3), "float16"), rng.array((70_000, 3, 2), "float16")
     launch = xgemm.prepare(a, b, variant="tiled", out_dtype="float32")
     assert len(launch.grids) == 2
     c = launch()

@@ -346,13 +346,22 @@ def test_a_prepared_launch_reads_its_inputs_as_they_are_when_it_runs(rng):
 @pytest.mark.parametrize("rows", [1, 5])
 def test_a_batch_of_rows_times_one_matrix_is_one_product(rng, dtype, rows):
     """x (batch, rows, K) @ w.T, as a linear layer calls it: the batch's rows, one stride
-    apart, are one product of batch x rows rows (B read once), with or without out=.
-    Rows with a gap between the batch's matrices (a slice) stay a batch of products."""
+    apart, are one product of batch x rows rows (B read once), with or without out=;
+    so is a B broadcast along the batch, or a batch of one (copied each call where it has
+    no unit stride). Rows with a gap between the batch's matrices (a slice) stay a batch
+    of products."""
+    import cupy
+
     x, w = rng.array((6, rows, 200), dtype), rng.array((72, 200), dtype)
     launch = xgemm.prepare(x, w.T)
     assert (launch.plan.shapes.count, launch.plan.shapes.m) == (1, 6 * rows)
     y = launch()
     assert y.shape == (6, rows, 72) and relative_error(y, x, w.T) < TOLERANCE[dtype]
+    strided_one = cupy.swapaxes(rng.array((1, 144, 400), dtype)[:, ::2, ::2], -1, -2)
+    for shared in (cupy.broadcast_to(w.T, (6, 200, 72)), strided_one):
+        launch = xgemm.prepare(x, shared)
+        assert launch.plan.shapes.count == 1
+        assert relative_error(launch(), x, shared) < TOLERANCE[dtype]
     out = poisoned(6, rows, 72, dtype=dtype)
     assert xgemm.prepare(x, w.T, out=out).plan.shapes.count == 1
     assert xgemm.matmul(x, w.T, out=out) is out

@@ -217,13 +217,20 @@ class OperandPlan:
     transpose: Transpose | None = None  # how a call copies it into its fast layout (auto)
     pad: Pad | None = None          # how a call pads it for TMA, where the driver can
     relayout: bool = False          # a layout the variant does not read is copied, not refused
+    folded: tuple[int, int] | None = None  # a batch read as one matrix: its strides, elements
 
     def matrices(self, x: cupy.ndarray) -> cupy.ndarray:
         """A 1-D operand with its dimension back: a (1, K) row, or a (K, 1) column; a
-        batch of A's rows the plan folded into one matrix (``_folded``), as that matrix."""
+        batch the plan read as one matrix (``_folded``) as that matrix: A's rows of every
+        product, or the one B they all share."""
         if self.vector is not None:
             return x[None, :] if self.vector == "row" else x[:, None]
-        return x if x.ndim == len(self.full_shape) else x.reshape(self.full_shape)
+        if self.folded is None or x.ndim == 2:
+            return x
+        from cupy.lib.stride_tricks import as_strided
+
+        first = x[(0,) * (x.ndim - 2)]  # its address, where the folded matrix starts
+        return as_strided(first, self.full_shape, tuple(s * x.itemsize for s in self.folded))
 
 
 @dataclass(frozen=True)
@@ -495,14 +502,14 @@ def build(a: Any, b: Any, variant: str, target: Any, target_name: str, bias: Any
 
     folded = None if dtype in EIGHT_BIT else _folded(ca, cb, ctarget, shapes)
     if folded is not None:  # a batch of rows times one matrix: one product of all the rows
-        ca, ctarget, shapes = folded
+        ca, cb, ctarget, shapes = folded
     # Planned on the operands' GPU, whichever is current: a launch on one GPU with
     # pointers into another's memory is an illegal address that breaks the CUDA context.
     here = cupy.cuda.runtime.getDevice() == device
     with contextlib.nullcontext() if here else cupy.cuda.Device(device):
         plan = _lay_out(ca, cb, v, params, shapes, dtype, c_dtype, device, act, precision,
                         ctarget, cbias, read_c, framework(type(a)) or "cupy", spec_extras,
-                        choice, contenders)
+                        choice, contenders, folded=folded is not None)
     return plan, (a, b, target, bias, sa, sb)
 
 
@@ -792,10 +799,12 @@ def _lay_out(a: cupy.ndarray, b: cupy.ndarray, v: Variant | None, params: dict[s
              shapes: Shapes, dtype: str, c_dtype: str, device: int, act: str,
              precision: str | None, target: cupy.ndarray | None, bias: cupy.ndarray | None,
              read_c: bool, kind: str, spec_extras: dict,
-             choice: tuple[Variant, dict] | None = None, contenders: int = 0) -> Plan:
+             choice: tuple[Variant, dict] | None = None, contenders: int = 0,
+             folded: bool = False) -> Plan:
     """The plan, on the current device (the operands'). Where an operand must be copied
     or padded, the copy is made here once, to learn its layout: each call makes its own.
-    ``choice`` and ``contenders``: ``build``'s."""
+    ``choice`` and ``contenders``: ``build``'s; ``folded``: a and b are a batch's rows
+    and its shared matrix as 2-D views (``_folded``)."""
     import cupy
 
     vectors = ("row" if shapes.a_vector else None, "col" if shapes.b_vector else None)
@@ -836,7 +845,9 @@ def _lay_out(a: cupy.ndarray, b: cupy.ndarray, v: Variant | None, params: dict[s
                 pad = None if copied else _pad_of(full_shape, source, layout, full.itemsize)
         operands.append((OperandPlan(name, v.name, vec, full_shape, layouts, layout,
                                      copied or padded or transpose is not None, padded,
-                                     transpose, pad, relayout), full))
+                                     transpose, pad, relayout,
+                                     tuple(s // x.itemsize for s in x.strides) if folded
+                                     else None), full))
     (plan_a, full_a), (plan_b, full_b) = operands
 
     # The output, viewed as (*batch, M, N): written in place when its rows have unit
@@ -938,19 +949,19 @@ def _transpose_function(spec: Spec, device: int) -> Any:
 
 
 def _folded(a: cupy.ndarray, b: cupy.ndarray, target: cupy.ndarray | None, shapes: Shapes
-            ) -> tuple[cupy.ndarray, cupy.ndarray | None, Shapes] | None:
+            ) -> tuple[cupy.ndarray, cupy.ndarray, cupy.ndarray | None, Shapes] | None:
     """A batch of products that all share B, whose rows of A (and of C) follow one
     another at one stride, as one product of all their rows: (count x M) x K times
     K x N, as ``torch.matmul`` folds ``x @ w.T`` for a 3-D ``x``. B is read once, not once
     a product, and a decode step's (batch, 1, hidden) activations make one product of
     ``batch`` rows rather than ``batch`` products of one row. None where it does not
-    apply (one product, 1-D operands, a batched B, rows at uneven strides); A and C as
+    apply (one product, 1-D operands, a batched B, rows at uneven strides); A, B and C as
     2-D views and the folded shapes otherwise.
 
     >>> import cupy as cp  # doctest: +SKIP
     >>> x, w = cp.ones((8, 1, 64)), cp.ones((32, 64))  # doctest: +SKIP
     >>> from xgemm.checks import matmul_shapes  # doctest: +SKIP
-    >>> _folded(x, w.T, None, matmul_shapes(x.shape, w.T.shape))[2].m  # doctest: +SKIP
+    >>> _folded(x, w.T, None, matmul_shapes(x.shape, w.T.shape))[3].m  # doctest: +SKIP
     8
     """
     from cupy.lib.stride_tricks import as_strided
@@ -978,7 +989,7 @@ def _folded(a: cupy.ndarray, b: cupy.ndarray, target: cupy.ndarray | None, shape
     a2 = as_strided(a, (count * m, k), (lda * a.itemsize, a.itemsize))
     c2 = None if target is None else as_strided(target, (count * m, n),
                                                 (ldc * target.itemsize, target.itemsize))
-    return a2, c2, Shapes((), count * m, n, k, shapes.out, False, False)
+    return a2, b[(0,) * (b.ndim - 2)], c2, Shapes((), count * m, n, k, shapes.out, False, False)
 
 
 def _transposed(x: cupy.ndarray, layout: Layout, device: int
