@@ -338,8 +338,10 @@ class PlanCache:
             self.misses += 1
             return None
         self.hits += 1
-        with contextlib.suppress(KeyError):
+        try:  # not contextlib.suppress: a context manager costs more than the move
             self._plans.move_to_end(key)
+        except KeyError:  # dropped by another thread meanwhile
+            return plan
         return plan
 
     def put(self, key: tuple, plan: Plan) -> None:
