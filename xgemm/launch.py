@@ -406,10 +406,22 @@ _workspaces: dict[tuple[int, int, int], Any] = {}  # by (GPU, stream, thread)
 
 def _capturing(stream_ptr: int) -> bool:
     """Whether the stream at ``stream_ptr`` is being captured into a CUDA graph (or cannot
-    say: the legacy stream while another stream captures)."""
-    driver = _driver()
-    error, status = driver.cuStreamIsCapturing(_stream_handle(stream_ptr))
-    return bool(error) or status != driver.CUstreamCaptureStatus.CU_STREAM_CAPTURE_STATUS_NONE
+    say: the legacy stream while another stream captures). Asked through CuPy's runtime
+    binding, which answers with an int: every split-K call asks, and cuda-bindings' answer
+    builds an enum."""
+    runtime = _runtime()
+    try:
+        return runtime.streamIsCapturing(stream_ptr) != 0
+    except runtime.CUDARuntimeError:
+        return True
+
+
+@functools.cache
+def _runtime() -> Any:
+    """CuPy's CUDA runtime binding (an import statement costs part of a microsecond)."""
+    import cupy
+
+    return cupy.cuda.runtime
 
 
 def _on_stream(plan: Any, stream_ptr: int) -> Any:
@@ -470,18 +482,20 @@ def _enqueued(plan: Any, a: Any, b: Any, target: Any, bias: Any, alpha: float, b
              else b.data_ptr() if torch_arrays else b.data.ptr)
     staging = view = None
     if plan.output == "new":
+        # Made in the result's shape: a fresh C-ordered array is the same bytes as the
+        # (*batch, M, N) the kernel writes, whichever dimension numpy.matmul drops (a 1-D
+        # operand's) or the plan merged (a folded batch), so no view is made per call
         if torch_arrays:
             # a.new_empty: PyTorch's allocator, a's GPU, and less argument parsing than
             # torch.empty's
-            full = (a.new_empty(plan.shapes.full) if plan.torch_c_dtype is a.dtype else
-                    a.new_empty(plan.shapes.full, dtype=plan.torch_c_dtype))
-            ptr_c = full.data_ptr()
+            result = (a.new_empty(plan.shapes.out) if plan.torch_c_dtype is a.dtype else
+                      a.new_empty(plan.shapes.out, dtype=plan.torch_c_dtype))
+            ptr_c = result.data_ptr()
         else:
             import cupy
 
-            full = cupy.ndarray(plan.shapes.full, plan.c_dtype_np)
-            ptr_c = full.data.ptr
-        result = full.reshape(plan.shapes.out) if plan.reshape else full
+            result = cupy.ndarray(plan.shapes.out, plan.c_dtype_np)
+            ptr_c = result.data.ptr
         if ptr_c % FRESH_ALIGNMENT:
             _misaligned(ptr_c)
     else:

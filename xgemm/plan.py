@@ -279,7 +279,6 @@ class Plan:
     unit: tuple = ()                # alpha = 1, beta = 0 in that type (matmul's), packed
     c_dtype_np: Any = None          # the output's dtype, NumPy's
     torch_c_dtype: Any = None       # ... and PyTorch's, for a PyTorch result
-    reshape: bool = False           # the result drops a 1-D operand's dimension
     scaled: bool = False            # its kernel takes scale_a and scale_b (8-bit)
     _function: Any = field(default=None, repr=False)
     # Recent calls' launches' arguments, by their addresses and scalars: a call with the
@@ -883,7 +882,6 @@ def _lay_out(a: cupy.ndarray, b: cupy.ndarray, v: Variant | None, params: dict[s
                 copy_bias=bias is not None and bias.strides[0] != bias.itemsize
                 and bias.size > 1, contenders=listed)
     plan.c_dtype_np = full_c.dtype
-    plan.reshape = shapes.out != shapes.full
     plan.scaled = "scale_a" in v.extra_args
     if kind == "torch":
         import torch
