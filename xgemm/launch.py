@@ -228,7 +228,6 @@ def packed(codes: str, values: tuple) -> tuple[ByValue, ...]:
 
 
 @functools.cache
-@functools.cache  # every launch asks: an import statement costs a microsecond's part
 def _driver() -> Any:
     """cuda-bindings' driver API, which launches every kernel."""
     try:
