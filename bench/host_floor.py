@@ -1,13 +1,14 @@
 """Where a PyTorch call's host microseconds go: the floor under a launch from Python, and
 each step of ``xgemm.matmul`` on a plan-cache hit, timed alone on the same host.
 
-The floor: an empty kernel launched through CuPy's ``RawKernel`` and through
-cuda-bindings' ``cuLaunchKernel`` (as xgemm launches), with no arguments and with a
-GEMM's sixteen; PyTorch's cheapest operations (``torch.empty``, an in-place fill) and
-``torch.matmul`` at 64^3. The steps: the plan's key, the cache lookup, PyTorch's stream,
-the output's allocation, the launch; then the whole call; in float32 and in bfloat16
-(whose plans may run another rung, with other arguments). Each figure is the median of
-``--rounds`` rounds of ``--calls`` calls, the GPU synchronised between rounds.
+The floor: an empty kernel launched through CuPy's ``RawKernel``, cuda-bindings'
+``cuLaunchKernel``, ctypes and CuPy's driver binding (as xgemm launches), with no
+arguments and with a GEMM's sixteen; PyTorch's cheapest operations (``torch.empty``, an
+in-place fill) and ``torch.matmul`` at 64^3. The steps: the plan's key, the cache lookup,
+PyTorch's stream, the output's allocation, the launch; then the whole call; in float32
+and in bfloat16 (whose plans may run another rung, with other arguments), at 64^3 and for
+a decode step's linear. Each figure is the median of ``--rounds`` rounds of ``--calls``
+calls, the GPU synchronised between rounds.
 
     PYTHONPATH=. python bench/host_floor.py [--json out.json]
 """
@@ -86,6 +87,10 @@ def floor_rows(calls: int, rounds: int) -> dict[str, float]:
             driver.cuLaunchKernel(function, 1, 1, 1, 32, 1, 1, 0, raw_stream, address_of, 0)
 
         rows["cuda-bindings launch, 16 args"] = per_call_us(launch_driver, calls, rounds)
+        launch_kernel, f_ptr = cupy.cuda.driver.launchKernel, empty16.ptr
+        rows["CuPy's driver launchKernel, 16 args"] = per_call_us(
+            lambda: launch_kernel(f_ptr, 1, 1, 1, 32, 1, 1, 0, stream.ptr, address_of, 0),
+            calls, rounds)
         maps = [(ctypes.c_ubyte * 128)() for _ in range(3)]  # wgmma's three tensor maps
         with_maps = (ctypes.c_void_p * (len(values) + 2))(
             *[ctypes.addressof(v) for v in values[:-1]], *map(ctypes.addressof, maps))
@@ -99,7 +104,6 @@ def floor_rows(calls: int, rounds: int) -> dict[str, float]:
         launch_c.restype = ctypes.c_int
         launch_c.argtypes = [ctypes.c_void_p] + [ctypes.c_uint] * 7 + [
             ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
-        f_ptr = empty16.ptr
         rows["ctypes libcuda launch, 16 args"] = per_call_us(
             lambda: launch_c(f_ptr, 1, 1, 1, 32, 1, 1, 0, stream.ptr, address_of, None),
             calls, rounds)
@@ -135,6 +139,7 @@ def step_rows(calls: int, rounds: int, dtype: torch.dtype) -> dict[str, float]:
         "stream_pointer": per_call_us(lambda: launching.stream_pointer(plan), calls, rounds),
         "output a.new_empty": per_call_us(lambda: a.new_empty(plan.shapes.full), calls,
                                           rounds),
+        "output plan.new_torch_result": per_call_us(plan.new_torch_result, calls, rounds),
         "enqueue (memoised args)": per_call_us(lambda: [
             launching.enqueue(launch, args, stream) for launch, args in launches],
             calls, rounds),
@@ -151,6 +156,24 @@ def step_rows(calls: int, rounds: int, dtype: torch.dtype) -> dict[str, float]:
     y = torch.empty(8, 1, 2048, device=device, dtype=dtype)
     linear = xgemm.prepare(x, w.T)
     rows[f"x @ w.T runs: {linear.variant.name}, {len(linear.grids)} launch"] = None
+    xgemm.matmul(x, w.T)
+    xgemm.matmul(x, w.T, out=y)
+    wt = w.T
+    key = planning.call_key(x, wt, None, "out", None, "auto", {}, None, None, None, False)
+    plan = planning.PLANS.get(key)
+    rows["x @ w.T call_key"] = per_call_us(lambda: planning.call_key(
+        x, wt, None, "out", None, "auto", {}, None, None, None, False), calls, rounds)
+    rows["x @ w.T call_key with out"] = per_call_us(lambda: planning.call_key(
+        x, wt, y, "out", None, "auto", {}, None, None, None, False), calls, rounds)
+    rows["x @ w.T output new_torch_result"] = per_call_us(plan.new_torch_result, calls, rounds)
+    if plan.splits > 1:
+        rows["x @ w.T split-K workspace"] = per_call_us(
+            lambda: launching._split_k(plan, stream, []), calls, rounds)
+    launches = next(iter(plan.recent_args.values()))
+    rows["x @ w.T enqueue (memoised args)"] = per_call_us(lambda: [
+        launching.enqueue(launch, args, stream) for launch, args in launches], calls, rounds)
+    rows["x @ w.T launch.run (plan in hand)"] = per_call_us(lambda: launching.run(
+        plan, x, wt, None, None, 1.0, 0.0), calls, rounds)
     rows["xgemm x(8,1,2048) @ w.T"] = per_call_us(lambda: xgemm.matmul(x, w.T), calls, rounds)
     rows["torch x(8,1,2048) @ w.T"] = per_call_us(lambda: torch.matmul(x, w.T), calls, rounds)
     rows["xgemm x @ w.T out="] = per_call_us(lambda: xgemm.matmul(x, w.T, out=y), calls, rounds)

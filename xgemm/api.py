@@ -36,6 +36,16 @@ def _planned(a: Any, b: Any, variant: str, target: Any, target_name: str, bias: 
         if scales is not None or alpha != 1.0:  # what the key does not hold
             check_factor(plan.spec.dtype, plan.spec.c_dtype, alpha, scales)
         return plan, (a, b, target, bias, *((scales.a, scales.b) if scales else (None, None)))
+    return _new_plan(key, a, b, variant, target, target_name, bias, activation, precision,
+                     out_dtype, alpha, beta, params, formats, scales)
+
+
+def _new_plan(key: tuple | None, a: Any, b: Any, variant: str, target: Any, target_name: str,
+              bias: Any, activation: str | None, precision: str | None,
+              out_dtype: str | None, alpha: float, beta: float, params: dict[str, int],
+              formats: Any = None, scales: Scales | None = None) -> tuple[Plan, tuple]:
+    """:func:`_planned` for a call whose signature ``key`` found no plan: check and plan
+    it, and remember the plan."""
     if variant == TUNE or (variant == AUTO and autotune.enabled()):
         plan, arrays = autotune.build_tuned(a, b, target, target_name, bias, activation,
                                             precision, out_dtype, alpha, beta, params,
@@ -149,12 +159,20 @@ def matmul(a: Any, b: Any, variant: str = DEFAULT_VARIANT, out: Any = None,
         >>> bool(cp.allclose(y, cp.maximum(a @ w.T + bias, 0), rtol=1e-4, atol=1e-4))
         True
     """
-    scales = (None if scale_a is None and scale_b is None and formats is None  # most calls
-              else _scales(scale_a, scale_b, formats))
+    if scale_a is None and scale_b is None and formats is None:  # most calls: a lookup
+        key = call_key(a, b, out, "out", bias, variant, params, activation, precision,
+                       out_dtype, False)  # and a launch, in as few frames as they take
+        plan = PLANS.get(key) if key is not None else None
+        if plan is None:
+            plan, (a, b, out, bias, _, _) = _new_plan(key, a, b, variant, out, "out", bias,
+                                                      activation, precision, out_dtype,
+                                                      1.0, 0.0, params)
+        return run(plan, a, b, out, bias, 1.0, 0.0)
+    scales = _scales(scale_a, scale_b, formats)
     plan, (a, b, out, bias, sa, sb) = _planned(a, b, variant, out, "out", bias, activation,
                                                precision, out_dtype, 1.0, 0.0, params, formats,
                                                scales)
-    return run(plan, a, b, out, bias, scales.factor if scales else 1.0, 0.0, sa, sb)
+    return run(plan, a, b, out, bias, scales.factor, 0.0, sa, sb)
 
 
 def gemm(a: Any, b: Any, c: Any, alpha: float = 1.0, beta: float = 0.0, *,

@@ -4,7 +4,7 @@ A call with a plan (``xgemm.plan``) takes its arrays' pointers, makes what this 
 needs of its own (copies of operands the plan says to copy, the output, a staging array;
 split-K's partial sums and counters once per stream), encodes (or finds) the TMA tensor
 maps, packs the kernel's arguments (once per set of addresses) and launches through the
-driver (cuda-bindings' ``cuLaunchKernel``), on the stream of the caller's framework:
+driver's ``cuLaunchKernel`` (CuPy's binding of it), on the stream of the caller's framework:
 CuPy's current stream for CuPy arrays, PyTorch's for PyTorch tensors. Nothing here
 synchronises with the GPU or copies between host and device.
 """
@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .checks import Layout, layout_of
+from .tma import INVALID_CONTEXT
 
 if TYPE_CHECKING:
     import cupy
@@ -229,12 +230,12 @@ def packed(codes: str, values: tuple) -> tuple[ByValue, ...]:
 
 @functools.cache
 def _driver() -> Any:
-    """cuda-bindings' driver API, which launches every kernel."""
+    """cuda-bindings' driver API, which queues the copies of operands padded for TMA."""
     try:
         from cuda.bindings import driver
     except ImportError:
         raise RuntimeError(
-            "xgemm launches its kernels through cuda-bindings, which is not installed: "
+            "xgemm copies operands padded for TMA through cuda-bindings, which is not installed: "
             "pip install 'cuda-bindings>=13' (CUDA 13; 'cuda-bindings>=12,<13' for CUDA 12), "
             "or install xgemm with its [cuda13] or [cuda12] extra") from None
     return driver
@@ -245,16 +246,11 @@ def _stream_handle(ptr: int) -> Any:
     return _driver().CUstream(ptr)
 
 
-@functools.lru_cache(maxsize=1024)
-def _function_handle(ptr: int) -> Any:
-    return _driver().CUfunction(ptr)
-
-
 def geometry(function: Any, grid: tuple[int, ...], block: tuple[int, ...], shared_mem: int
              ) -> tuple:
-    """A launch's function handle, grid, block and dynamic shared memory as
+    """A launch's function (its driver handle), grid, block and dynamic shared memory as
     ``cuLaunchKernel`` takes them (three dimensions each), for :func:`enqueue`."""
-    return (_function_handle(function.ptr), *(*grid, 1, 1)[:3], *(*block, 1, 1)[:3], shared_mem)
+    return (function.ptr, *(*grid, 1, 1)[:3], *(*block, 1, 1)[:3], shared_mem)
 
 
 def _make_context_current() -> None:
@@ -266,19 +262,31 @@ def _make_context_current() -> None:
     cupy.cuda.runtime.memGetInfo()
 
 
+@functools.cache
+def _launcher() -> tuple[Callable[..., None], type]:
+    """``cuLaunchKernel`` as CuPy's driver binding exposes it, and the error it raises.
+    Every call launches through it: it takes the handles as ints and returns nothing,
+    where cuda-bindings' wraps them in objects and answers with an enum (about a
+    microsecond more per launch, docs/notes.md)."""
+    import cupy
+
+    return cupy.cuda.driver.launchKernel, cupy.cuda.driver.CUDADriverError
+
+
 def enqueue(launch: tuple, args: Arguments, stream_ptr: int) -> None:
     """Queue one launch (:func:`geometry`) with ``args`` on the CUDA stream at
     ``stream_ptr``; RuntimeError with the driver's reason if it refuses."""
-    driver = _driver()
-    (error,) = driver.cuLaunchKernel(*launch, _stream_handle(stream_ptr), args.address, 0)
-    if error:  # CUDA_SUCCESS is 0
-        if error == driver.CUresult.CUDA_ERROR_INVALID_CONTEXT:
-            _make_context_current()
-            (error,) = driver.cuLaunchKernel(*launch, _stream_handle(stream_ptr),
-                                             args.address, 0)
-        if error:
-            _, name = driver.cuGetErrorName(error)
-            raise RuntimeError(f"cuLaunchKernel refused the launch: {name.decode()} ({error})")
+    launch_kernel, refused = _launcher()
+    try:
+        launch_kernel(*launch, stream_ptr, args.address, 0)
+    except refused as error:
+        if error.status != INVALID_CONTEXT:
+            raise RuntimeError(f"cuLaunchKernel refused the launch: {error}") from None
+        _make_context_current()
+        try:
+            launch_kernel(*launch, stream_ptr, args.address, 0)
+        except refused as again:
+            raise RuntimeError(f"cuLaunchKernel refused the launch: {again}") from None
 
 
 _pad_copies = threading.local()  # one driver copy description per thread, refilled
@@ -355,21 +363,13 @@ def empty_map() -> Any:
 
 
 # -- one call ------------------------------------------------------------------------------
-_current_device: Callable[[], int] | None = None
-
-
 def run(plan: Any, a: Any, b: Any, target: Any, bias: Any, alpha: float, beta: float,
         scale_a: Any = None, scale_b: Any = None) -> Any:
     """Launch ``plan`` on this call's arrays (CuPy arrays or PyTorch tensors of the plan's
     signature) with ``alpha`` and ``beta`` (and an 8-bit product's GPU scales); returns the
     result (``target`` when given). Runs on the plan's GPU, whichever is current, and on
     the current stream of the framework the plan was made for."""
-    global _current_device
-    if _current_device is None:
-        import cupy
-
-        _current_device = cupy.cuda.runtime.getDevice
-    if _current_device() == plan.device:
+    if _runtime().getDevice() == plan.device:
         return _launch(plan, a, b, target, bias, alpha, beta, scale_a, scale_b)
     import cupy
 
@@ -400,7 +400,27 @@ def _launch(plan: Any, a: Any, b: Any, target: Any, bias: Any, alpha: float, bet
 #: Most bytes of split-K partial sums kept between calls, per stream and thread (shared
 #: by every split-K plan: calls on one stream run in turn); a larger need is per call.
 KEPT_WORKSPACE_BYTES = 64 * 2**20
-_workspaces: dict[tuple[int, int, int], Any] = {}  # by (GPU, stream, thread)
+
+
+class _Workspace:
+    """Split-K's partial sums kept for one stream and thread: grown in place (a larger
+    array replaces the smaller, which CuPy's pool frees in stream order, handing it out
+    again only to work queued behind it), so a plan that holds it sees the new one."""
+
+    __slots__ = ("array", "nbytes", "ptr")
+
+    def __init__(self) -> None:
+        self.array, self.nbytes, self.ptr = None, 0, 0
+
+    def grow(self, nbytes: int) -> None:
+        import cupy
+
+        self.array = cupy.empty(min(max(nbytes, 2 * self.nbytes), KEPT_WORKSPACE_BYTES),
+                                dtype=np.uint8)
+        self.nbytes, self.ptr = self.array.nbytes, self.array.data.ptr
+
+
+_workspaces: dict[tuple[int, int, int], _Workspace] = {}  # by (GPU, stream, thread)
 
 
 def _capturing(stream_ptr: int) -> bool:
@@ -417,7 +437,8 @@ def _capturing(stream_ptr: int) -> bool:
 
 @functools.cache
 def _runtime() -> Any:
-    """CuPy's CUDA runtime binding (an import statement costs part of a microsecond)."""
+    """CuPy's CUDA runtime binding, which every call asks for its device (and split-K's
+    whether its stream is capturing): an import statement costs part of a microsecond."""
     import cupy
 
     return cupy.cuda.runtime
@@ -438,16 +459,15 @@ def _split_k(plan: Any, stream_ptr: int, keep: list) -> tuple[int, int]:
     resets its counter); the partials, up to ``KEPT_WORKSPACE_BYTES``, are one buffer per
     stream and thread that every plan shares. Kept per stream and thread: launches on
     two streams may overlap, and CuPy's per-thread default stream is one handle for as
-    many streams as threads. So a call on a stream it ran on before allocates nothing.
-    While a CUDA graph is being captured, both are made for the call (the zeroing is then
-    part of the graph) and kept with the plan, as every replay writes them."""
+    many streams as threads. So a call on a stream it ran on before allocates nothing,
+    and finds both in one lookup. While a CUDA graph is being captured, both are made for
+    the call (the zeroing is then part of the graph) and kept with the plan, as every
+    replay writes them."""
     key = (stream_ptr, threading.get_ident())
-    counters = plan.counters.get(key)
-    nbytes = plan.partials * plan.acc_bytes
-    workspace = _workspaces.get((plan.device, *key))
-    if (counters is not None and workspace is not None and workspace.nbytes >= nbytes
-            and not _capturing(stream_ptr)):
-        return workspace.data.ptr, counters.data.ptr
+    found = plan.counters.get(key)  # (the counters, their address, the partials)
+    nbytes = plan.partials_bytes
+    if found is not None and found[2].nbytes >= nbytes and not _capturing(stream_ptr):
+        return found[2].ptr, found[1]
     import cupy
 
     with _on_stream(plan, stream_ptr):
@@ -456,18 +476,17 @@ def _split_k(plan: Any, stream_ptr: int, keep: list) -> tuple[int, int]:
             counters = cupy.zeros(plan.arrivals, dtype=np.uint32)
             plan.captured.append((partials, counters))
             return partials.data.ptr, counters.data.ptr
-        if counters is None:
-            counters = plan.counters[key] = cupy.zeros(plan.arrivals, dtype=np.uint32)
+        if found is None:
+            counters = cupy.zeros(plan.arrivals, dtype=np.uint32)
+            workspace = _workspaces.setdefault((plan.device, *key), _Workspace())
+            found = plan.counters[key] = (counters, counters.data.ptr, workspace)
         if nbytes > KEPT_WORKSPACE_BYTES:
             partials = cupy.empty(nbytes, dtype=np.uint8)
             keep.append(partials)
-            return partials.data.ptr, counters.data.ptr
-        if workspace is None or workspace.nbytes < nbytes:  # the old one is freed in
-            # stream order: CuPy's pool hands it out again only to work queued behind it
-            workspace = _workspaces[(plan.device, *key)] = cupy.empty(
-                min(max(nbytes, 2 * (workspace.nbytes if workspace is not None else 0)),
-                    KEPT_WORKSPACE_BYTES), dtype=np.uint8)
-        return workspace.data.ptr, counters.data.ptr
+            return partials.data.ptr, found[1]
+        if found[2].nbytes < nbytes:
+            found[2].grow(nbytes)
+        return found[2].ptr, found[1]
 
 
 def _enqueued(plan: Any, a: Any, b: Any, target: Any, bias: Any, alpha: float, beta: float,
@@ -485,10 +504,7 @@ def _enqueued(plan: Any, a: Any, b: Any, target: Any, bias: Any, alpha: float, b
         # (*batch, M, N) the kernel writes, whichever dimension numpy.matmul drops (a 1-D
         # operand's) or the plan merged (a folded batch), so no view is made per call
         if torch_arrays:
-            # a.new_empty: PyTorch's allocator, a's GPU, and less argument parsing than
-            # torch.empty's
-            result = (a.new_empty(plan.shapes.out) if plan.torch_c_dtype is a.dtype else
-                      a.new_empty(plan.shapes.out, dtype=plan.torch_c_dtype))
+            result = plan.new_torch_result()
             ptr_c = result.data_ptr()
         else:
             import cupy

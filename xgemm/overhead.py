@@ -3,8 +3,10 @@ call on a plan-cache hit, and the queued time per call of products small enough 
 call to matter, each beside ``cupy.matmul`` and ``torch.matmul`` on the same data in the
 same run.
 
-Host time: ``calls`` calls in a row with no synchronisation between them (the GPU keeps
-up: each kernel is a few microseconds), over the host clock; the median of ``rounds``.
+Host time: ``calls`` calls in a row with no synchronisation between them, over the host
+clock; the median of ``rounds``. The launch queue holds a thousand of them, so a kernel
+slower than its call (the decode product's in float32) does not make the host wait:
+runs of 50, 200 and 1000 calls give the same figures (docs/notes.md).
 Queued time: ``calls`` calls between two CUDA events, over ``calls``: what a loop of such
 products takes, host and GPU together; the median of ``rounds``. Kernel time: CUDA
 events around each single call of a prepared launch, the GPU held busy while the host

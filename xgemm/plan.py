@@ -267,18 +267,21 @@ class Plan:
     sizes: tuple = ()               # M, N, K, the leading dimensions and batch strides,
     #                                 packed once as by-value kernel arguments
     splits: int = 1
-    partials: int = 0               # elements of split-K's workspace, and its counters
-    arrivals: int = 0
+    partials_bytes: int = 0         # split-K's workspace: bytes of partial sums, and
+    arrivals: int = 0               # its arrival counters
     # split-K's counters (``arrivals`` of them) per CUDA stream and thread, zeroed once,
-    # and what calls captured in CUDA graphs made (xgemm.launch)
+    # with the partials they share, and what calls captured in CUDA graphs made
+    # (xgemm.launch)
     counters: dict = field(default_factory=dict, repr=False)
     captured: list = field(default_factory=list, repr=False)
     acc_code: str = "f"             # the accumulators' C type, as ``struct`` writes it:
     #                                 alpha and beta are passed so
-    acc_bytes: int = 4              # ... and its size: split-K's partials are of it
     unit: tuple = ()                # alpha = 1, beta = 0 in that type (matmul's), packed
     c_dtype_np: Any = None          # the output's dtype, NumPy's
-    torch_c_dtype: Any = None       # ... and PyTorch's, for a PyTorch result
+    # A new PyTorch result (PyTorch's allocator, in its stream order): empty_like of one
+    # element of its dtype on the plan's GPU expanded to its shape, which takes less host
+    # time than torch.empty parsing a shape, a dtype and a device
+    new_torch_result: Callable[[], Any] | None = field(default=None, repr=False)
     scaled: bool = False            # its kernel takes scale_a and scale_b (8-bit)
     _function: Any = field(default=None, repr=False)
     # Recent calls' launches' arguments, by their addresses and scalars: a call with the
@@ -367,32 +370,35 @@ def array_key(x: Any) -> tuple | None:
     (the largest power of two up to 64 that divides it: every alignment rule of the
     kernels reads only this), its GPU (and by its dtype object, its framework); None for
     an array of neither CuPy nor PyTorch, which a call converts first."""
+    return _keyed(x)[0]
+
+
+def _keyed(x: Any) -> tuple[tuple | None, int]:
+    """:func:`array_key` of ``x`` and its address (0 with no key)."""
     kind = framework(type(x))
     if kind == "torch":
-        capped = x.data_ptr() | 64
-        return (x.shape, x.stride(), x.dtype, capped & -capped, x.get_device())
+        address = x.data_ptr()
+        capped = address | 64
+        return (x.shape, x.stride(), x.dtype, capped & -capped, x.get_device()), address
     if kind == "cupy":
         data = x.data
-        capped = data.ptr | 64
-        return (x.shape, x.strides, x.dtype, capped & -capped, data.device_id)
-    return None
+        address = data.ptr
+        capped = address | 64
+        return (x.shape, x.strides, x.dtype, capped & -capped, data.device_id), address
+    return None, 0
 
 
-def _span(x: Any) -> tuple[int, int]:
-    """The bytes a CuPy array or PyTorch tensor spans (``xgemm.checks.extent``)."""
-    if framework(type(x)) == "cupy":
-        if x.flags.c_contiguous:
-            return x.data.ptr, x.data.ptr + x.nbytes
-        return extent(x.data.ptr, x.shape, x.strides, x.itemsize)
-    if x.is_contiguous():
-        start = x.data_ptr()
-        return start, start + x.nbytes
-    start, last = x.data_ptr(), 0  # PyTorch's strides are never negative
-    for size, stride in zip(x.shape, x.stride(), strict=True):
-        if not size:
-            return start, start
-        last += (size - 1) * stride
-    return start, start + (last + 1) * x.element_size()
+@functools.lru_cache(maxsize=1024)
+def _reach(key: tuple) -> tuple[int, int]:
+    """The bytes an array of :func:`array_key` ``key`` spans, from its first element's
+    address to one past its last (``xgemm.checks.extent``): cached, as a loop's calls
+    repeat a few shapes and strides (PyTorch's strides are in elements, CuPy's in bytes,
+    and a key's dtype object says which)."""
+    shape, strides, dtype = key[:3]
+    itemsize = dtype.itemsize
+    if isinstance(dtype, np.dtype):
+        return extent(0, shape, strides, itemsize)
+    return extent(0, shape, tuple(s * itemsize for s in strides), itemsize)
 
 
 def call_key(a: Any, b: Any, target: Any, target_name: str, bias: Any, variant: str,
@@ -400,10 +406,11 @@ def call_key(a: Any, b: Any, target: Any, target_name: str, bias: Any, variant: 
              out_dtype: str | None, read_c: bool, formats: Any = None,
              scales: Scales | None = None) -> tuple | None:
     """The signature of a call, or None if an array is of neither CuPy nor PyTorch."""
-    key = (array_key(a), array_key(b), variant,
-           tuple(sorted(params.items())) if params else (), activation, precision, out_dtype)
-    if key[0] is None or key[1] is None:
+    (key_a, address_a), (key_b, address_b) = _keyed(a), _keyed(b)
+    if key_a is None or key_b is None:
         return None
+    key = (key_a, key_b, variant, tuple(sorted(params.items())) if params else (),
+           activation, precision, out_dtype)
     if formats is not None or scales is not None:  # 8-bit products
         if not (formats is None or isinstance(formats, str) or (
                 isinstance(formats, (tuple, list))
@@ -416,15 +423,26 @@ def call_key(a: Any, b: Any, target: Any, target_name: str, bias: Any, variant: 
             return None
         key += (tuple(formats) if isinstance(formats, list) else formats, scale_keys)
     if target is not None:
-        target_key = array_key(target)
+        target_key, start = _keyed(target)
         if target_key is None:
             return None
-        low, high = _span(target)
-        shared = False
-        for x in (a, b) if bias is None else (a, b, bias):
-            start, end = _span(x)
-            shared = shared or (low < end and start < high)  # checks.overlaps, inlined
+        bias_key, address_bias = (None, 0) if bias is None else _keyed(bias)
+        if bias is not None and bias_key is None:
+            return None
+        # Whether the target shares a byte with an input (it is then written through a
+        # temporary): from each array's address and its cached reach
+        low, high = _reach(target_key)
+        low, high = start + low, start + high
+        first, end = _reach(key_a)
+        shared = low < address_a + end and address_a + first < high
+        if not shared:
+            first, end = _reach(key_b)
+            shared = low < address_b + end and address_b + first < high
+        if bias is not None and not shared:
+            first, end = _reach(bias_key)
+            shared = low < address_bias + end and address_bias + first < high
         key += (target_name, target_key, read_c, shared)
+        return key if bias is None else key + (bias_key,)
     if bias is not None:
         bias_key = array_key(bias)
         if bias_key is None:
@@ -886,7 +904,10 @@ def _lay_out(a: cupy.ndarray, b: cupy.ndarray, v: Variant | None, params: dict[s
     if kind == "torch":
         import torch
 
-        plan.torch_c_dtype = getattr(torch, c_dtype)
+        model = torch.empty((), dtype=getattr(torch, c_dtype),
+                            device=torch.device("cuda", device)).expand(shapes.out)
+        plan.new_torch_result = functools.partial(torch.empty_like, model,
+                                                  memory_format=torch.contiguous_format)
     if shapes.m == 0 or shapes.n == 0 or shapes.count == 0:
         return plan  # nothing to compute: no chunks
 
@@ -896,9 +917,8 @@ def _lay_out(a: cupy.ndarray, b: cupy.ndarray, v: Variant | None, params: dict[s
     per_launch = MAX_GRID[2] // splits  # products per launch: z is product x split
     grid, plan.block = v.launch(p, shapes.m, shapes.n, gpu.multiprocessors(device),
                                 min(shapes.count, per_launch))
-    plan.acc_code, plan.acc_bytes = ("d", 8) if DTYPES[dtype].acc == "double" else ("f", 4)
+    plan.acc_code, acc_size = ("d", 8) if DTYPES[dtype].acc == "double" else ("f", 4)
     item, c_item = a.itemsize, full_c.itemsize
-    acc_size = plan.acc_bytes
     workspace = splits * shapes.count * shapes.m * shapes.n * acc_size
     if splits > 1 and workspace > MAX_WORKSPACE_BYTES:
         raise ValueError(
@@ -910,7 +930,7 @@ def _lay_out(a: cupy.ndarray, b: cupy.ndarray, v: Variant | None, params: dict[s
     counters = 0  # split-K's, per product: per BM x BN tile of C (not per block)
     if splits > 1:
         counters = cdiv(shapes.m, p["BM"]) * cdiv(shapes.n, p["BN"]) * v.counters_of(p)
-        plan.partials = shapes.count * splits * shapes.m * shapes.n
+        plan.partials_bytes = workspace
         plan.arrivals = shapes.count * counters
     la, lb = plan_a.layout, plan_b.layout
     fixed = packed("iiiiiiqqq" + plan.acc_code * 2, (

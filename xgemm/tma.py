@@ -23,7 +23,8 @@ _SWIZZLE_128B = 3        # CU_TENSOR_MAP_SWIZZLE_128B
 _L2_PROMOTION_256B = 3   # CU_TENSOR_MAP_L2_PROMOTION_L2_256B
 _INTERLEAVE_NONE = 0
 _OOB_FILL_ZEROS = 0      # CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE: outside the array reads as 0
-_INVALID_CONTEXT = 201   # CUDA_ERROR_INVALID_CONTEXT
+#: CUDA_ERROR_INVALID_CONTEXT: a thread that has made no CUDA runtime call has no context
+INVALID_CONTEXT = 201
 #: What TMA needs of a global array: base address and every stride in multiples of this.
 ALIGNMENT = 16
 
@@ -76,7 +77,7 @@ def tensor_map(address: int, dtype: str, dims: Sequence[int], strides: Sequence[
         (u64 * rank)(*dims), (u64 * (rank - 1))(*strides), (u32 * rank)(*box),
         (u32 * rank)(*([1] * rank)), _INTERLEAVE_NONE, _SWIZZLE_128B, _L2_PROMOTION_256B,
         _OOB_FILL_ZEROS)
-    if code == _INVALID_CONTEXT:
+    if code == INVALID_CONTEXT:
         raise NoContextError("cuTensorMapEncodeTiled: this thread has no current CUDA context")
     if code != 0:
         raise RuntimeError(
