@@ -4,9 +4,10 @@ call to matter, each beside ``cupy.matmul`` and ``torch.matmul`` on the same dat
 same run.
 
 Host time: ``calls`` calls in a row with no synchronisation between them, over the host
-clock; the median of ``rounds``. The launch queue holds a thousand of them, so a kernel
-slower than its call (the decode product's in float32) does not make the host wait:
-runs of 50, 200 and 1000 calls give the same figures (docs/notes.md).
+clock; the median of ``rounds``, the contenders taking turns. Short runs and many rounds:
+the lent host's speed changes from second to second, and turns of a few milliseconds put
+each contender in the same spells. The launch queue holds the whole run, so a kernel
+slower than its call (the decode product's in float32) does not make the host wait.
 Queued time: ``calls`` calls between two CUDA events, over ``calls``: what a loop of such
 products takes, host and GPU together; the median of ``rounds``. Kernel time: CUDA
 events around each single call of a prepared launch, the GPU held busy while the host
@@ -35,7 +36,7 @@ QUEUED_SHAPES = ((1024, 1024, 1024), (16, 4096, 4096))
 DTYPES = ("float32", "float16", "bfloat16")
 
 
-def host_us(calls: dict[str, Callable[[], Any]], n: int = 1000, rounds: int = 11
+def host_us(calls: dict[str, Callable[[], Any]], n: int = 200, rounds: int = 51
             ) -> dict[str, float]:
     """Host microseconds per call of each of ``calls``: ``n`` calls in a row, the GPU
     synchronised after each run of ``n``; the contenders take turns, round after round
@@ -112,7 +113,7 @@ def _inputs(m: int, n: int, k: int, batch: int, dtype: str, weight: bool = False
     return (a, b.T if weight else b, out), (ta, tb.T if weight else tb, tout)
 
 
-def host_rows(calls: int = 1000, rounds: int = 11) -> list[dict[str, Any]]:
+def host_rows(calls: int = 200, rounds: int = 51) -> list[dict[str, Any]]:
     """Host microseconds per call, per dtype, shape and with or without ``out=``: xgemm
     (auto, its plan cached) on CuPy arrays and on PyTorch tensors, beside cupy.matmul and
     torch.matmul on the same values, all measured in turns."""
