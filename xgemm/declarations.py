@@ -509,6 +509,35 @@ register(Variant(
     b_layouts=("col",),
 ))
 
+# Rung 20: products of few rows, bound by reading B once. Every dtype but 8-bit; its
+# defaults were reasoned before any GPU run (a decode step: 8 rows, B of 2048 x 2048).
+register(Variant(
+    name="skinny",
+    template="gemm/20_skinny.cu.j2",
+    adds="few rows: A's rows in shared memory, B streamed once in 16-byte loads, K split"
+         " across lanes, threads and blocks, reduced in a fixed order",
+    defaults={"BM": 8, "BN": 32, "BK": 512, "WARPS": 8, "SPLITS": 4},
+    space={"BM": [1, 2, 4, 8, 16], "BN": [16, 32, 64], "BK": [256, 512], "WARPS": [4, 8],
+           "SPLITS": [2, 4, 8, 16]},
+    constraints=[
+        "BK % (32 * 16 // BYTES) == 0",   # a warp's lanes take whole 16-byte loads of a chunk
+        # at most 64 registers of sums a thread: B along K, its warp's columns by the rows
+        "BN % WARPS == 0 and BN // WARPS * BM * max(BYTES, 4) <= 256",
+        # B along N: whole 16-byte groups across BN, every thread in one, by the rows
+        "BN % (16 // BYTES) == 0 and THREADS % (BN // (16 // BYTES)) == 0"
+        " and BM * 16 // BYTES * max(BYTES, 4) <= 256",
+        "BM * BK % THREADS == 0",         # every thread stages as many elements of A
+        "SPLITS >= 2",                    # blocks share each tile: split-K's arguments
+    ],
+    block=("32 * WARPS",),
+    grid=("cdiv(N, BN)", "cdiv(M, BM)"),
+    # A's chunk, the tile's sums, the threads' sums to reduce (B along N)
+    smem_bytes="BYTES * BM * BK + max(BYTES, 4) * (BM * BN + 32 * WARPS * 16 // BYTES)",
+    splits="SPLITS",
+    extra_args=("partials", "arrivals"),
+    flags=("aligned16",),
+))
+
 # -- The memory-bound families (xgemm.memory_bound): the lectures' other shared-memory kernels. --
 # Their yardstick is the device's copy bandwidth. Expressions use M and N for the rows and
 # columns of the input (a 1-D input of reverse: N; sum: N elements in each of M segments).
