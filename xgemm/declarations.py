@@ -515,7 +515,7 @@ register(Variant(
     name="skinny",
     template="gemm/20_skinny.cu.j2",
     adds="few rows: A's rows in shared memory, B streamed once in 16-byte loads, K split"
-         " across lanes, threads and blocks, reduced in a fixed order",
+         " across lanes or threads and blocks, reduced in a fixed order",
     defaults={"BM": 8, "BN": 32, "BK": 512, "WARPS": 8, "SPLITS": 4},
     space={"BM": [1, 2, 4, 8, 16], "BN": [16, 32, 64], "BK": [256, 512], "WARPS": [4, 8],
            "SPLITS": [2, 4, 8, 16]},
@@ -526,13 +526,13 @@ register(Variant(
         # B along N: whole 16-byte groups across BN, every thread in one, by the rows
         "BN % (16 // BYTES) == 0 and THREADS % (BN // (16 // BYTES)) == 0"
         " and BM * 16 // BYTES * max(BYTES, 4) <= 256",
-        "BM * BK % THREADS == 0",         # every thread stages as many elements of A
         "SPLITS >= 2",                    # blocks share each tile: split-K's arguments
     ],
     block=("32 * WARPS",),
     grid=("cdiv(N, BN)", "cdiv(M, BM)"),
-    # A's chunk, the tile's sums, the threads' sums to reduce (B along N)
-    smem_bytes="BYTES * BM * BK + max(BYTES, 4) * (BM * BN + 32 * WARPS * 16 // BYTES)",
+    # A's chunk and the tile's sums (in the sums' type), the threads' sums to reduce (B
+    # along N)
+    smem_bytes="max(BYTES, 4) * (BM * BK + BM * BN + 32 * WARPS * 16 // BYTES)",
     splits="SPLITS",
     extra_args=("partials", "arrivals"),
     flags=("aligned16",),
