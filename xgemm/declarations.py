@@ -510,7 +510,8 @@ register(Variant(
 ))
 
 # Rung 20: products of few rows, bound by reading B once. Every dtype but 8-bit; its
-# defaults were reasoned before any GPU run (a decode step: 8 rows, B of 2048 x 2048).
+# defaults are for a decode step (8 rows, B of 2048 x 2048); bench/skinny.py measures
+# them and four other points on 96 few-row products.
 register(Variant(
     name="skinny",
     template="gemm/20_skinny.cu.j2",
@@ -523,6 +524,9 @@ register(Variant(
         "BK % (32 * 16 // BYTES) == 0",   # a warp's lanes take whole 16-byte loads of a chunk
         # at most 64 registers of sums a thread: B along K, its warp's columns by the rows
         "BN % WARPS == 0 and BN // WARPS * BM * max(BYTES, 4) <= 256",
+        # ... and at most 32 of its 16-byte loads of a chunk in flight (128 registers; 16
+        # in 16 bits, whose values the compiler holds converted)
+        "BK // (32 * 16 // BYTES) * (BN // WARPS) <= (32 if BYTES >= 4 else 16)",
         # B along N: whole 16-byte groups across BN, every thread in one, by the rows
         "BN % (16 // BYTES) == 0 and THREADS % (BN // (16 // BYTES)) == 0"
         " and BM * 16 // BYTES * max(BYTES, 4) <= 256",
