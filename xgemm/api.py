@@ -90,9 +90,10 @@ def matmul(a: Any, b: Any, variant: str = DEFAULT_VARIANT, out: Any = None,
             "tune": auto, but the first call with a shape the tuning file does not hold
             times auto's contenders on its operands and remembers the fastest there
             (``xgemm.autotune``; ``XGEMM_AUTOTUNE=1`` makes every "auto" call do so).
-        out: optional CuPy array of the result's shape and dtype, written in place (an
-            ``out`` that overlaps ``a`` or ``b`` is written through a temporary). For
-            16-bit inputs a float32 ``out`` takes the float32 sums unrounded.
+        out: optional CuPy array or PyTorch tensor of the result's shape and dtype,
+            written in place (an ``out`` that overlaps ``a`` or ``b`` is written through
+            a temporary). For 16-bit inputs a float32 ``out`` takes the float32 sums
+            unrounded.
         bias: optional 1-D array of length N, added to every row of the product.
         activation: None, "relu", "gelu" (the tanh form) or "silu", applied last.
         precision: None (exact arithmetic, the default) or "tf32": float32 inputs may

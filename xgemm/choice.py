@@ -92,7 +92,7 @@ def heuristic(m: int, n: int, k: int, dtype: str = "float32", cc: int = 90,
     wgmma = get_variant("wgmma_tf32" if precision == "tf32" else "wgmma")
     if dtype in wgmma.dtypes and wgmma.runs_on(cc) and outputs >= 1 << 16:
         # 16-bit measurements in bench/results/h100/evidence/small_shape_sweeps.txt and
-        # (from issue 19) auto_rules.txt, ms or x cuBLAS
+        # auto_rules.txt, ms or x cuBLAS
         params = dict(wgmma.defaults)
         splitk = get_variant("wgmma_splitk")
         bm = 64 if m <= 64 else 128

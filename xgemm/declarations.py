@@ -466,7 +466,7 @@ register(Variant(
     transpose_first={"a": ("row", "True")},
 ))
 
-# Rung 18: rung 14 on 8-bit operands (issue 20). Both operands K-major, C staged for TMA as
+# Rung 18: rung 14 on 8-bit operands. Both operands K-major, C staged for TMA as
 # 16-bit values (bfloat16 or float16; float32 and int32 C leave from registers), the
 # quantisation scales in the epilogue.
 register(Variant(

@@ -50,10 +50,11 @@ DTYPES = {
     "float16": DType("__half", "float", 2),
     "bfloat16": DType("__nv_bfloat16", "float", 2),
 }
-#: The 8-bit formats (issue 20), by PyTorch's and ml_dtypes' names: only the 8-bit rung
-#: multiplies them. FP8 sums accumulate in float; int8 sums in int32, and the epilogue
-#: works in float. In memory they are bytes: CuPy holds no float8 dtype, so a CuPy
-#: caller passes uint8 arrays and names the format (``formats=``).
+#: The 8-bit formats, by PyTorch's and ml_dtypes' names: only the 8-bit rungs multiply
+#: them (``wgmma_8bit`` on sm_90, ``mma_int8`` for int8 from sm_80). FP8 sums accumulate
+#: in float; int8 sums in int32, and the epilogue works in float. In memory they are
+#: bytes: CuPy holds no float8 dtype, so a CuPy caller passes uint8 arrays and names the
+#: format (``formats=``).
 EIGHT_BIT = {
     "float8_e4m3fn": DType("__nv_fp8_e4m3", "float", 1),
     "float8_e5m2": DType("__nv_fp8_e5m2", "float", 1),
