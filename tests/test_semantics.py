@@ -325,8 +325,8 @@ def test_split_k_counters_per_stream(rng, name):
         stream.synchronize()
     for out in outs:
         assert frobenius_error(out, 20 * (f64(a) @ f64(b))) < TOLERANCE[dtype]
-    counters = {id(s.counters): s.counters for launch in launches
-                for s in launch.plan.split_k.values()}
+    counters = {id(c): c for launch in launches
+                for c, _, _ in launch.plan.counters.values()}  # (counters, address, partials)
     assert len(counters) == 2 and all(int(c.max()) == 0 for c in counters.values())
 
 

@@ -19,7 +19,7 @@ import threading
 import warnings
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -423,15 +423,6 @@ class _Workspace:
 _workspaces: dict[tuple[int, int, int], _Workspace] = {}  # by (GPU, stream, thread)
 
 
-class SplitK(NamedTuple):
-    """What a split-K plan keeps per stream and thread (``Plan.split_k``): its arrival
-    counters, their address, and the partial sums it shares with the other plans."""
-
-    counters: Any
-    address: int
-    workspace: _Workspace
-
-
 def _capturing(stream_ptr: int) -> bool:
     """Whether the stream at ``stream_ptr`` is being captured into a CUDA graph (or cannot
     say: the legacy stream while another stream captures). Asked through CuPy's runtime
@@ -473,10 +464,10 @@ def _split_k(plan: Any, stream_ptr: int, keep: list) -> tuple[int, int]:
     the call (the zeroing is then part of the graph) and kept with the plan, as every
     replay writes them."""
     key = (stream_ptr, threading.get_ident())
-    found = plan.split_k.get(key)
+    found = plan.counters.get(key)  # (the counters, their address, the partials)
     nbytes = plan.partials_bytes
-    if found is not None and found.workspace.nbytes >= nbytes and not _capturing(stream_ptr):
-        return found.workspace.ptr, found.address
+    if found is not None and found[2].nbytes >= nbytes and not _capturing(stream_ptr):
+        return found[2].ptr, found[1]
     import cupy
 
     with _on_stream(plan, stream_ptr):
@@ -488,14 +479,14 @@ def _split_k(plan: Any, stream_ptr: int, keep: list) -> tuple[int, int]:
         if found is None:
             counters = cupy.zeros(plan.arrivals, dtype=np.uint32)
             workspace = _workspaces.setdefault((plan.device, *key), _Workspace())
-            found = plan.split_k[key] = SplitK(counters, counters.data.ptr, workspace)
+            found = plan.counters[key] = (counters, counters.data.ptr, workspace)
         if nbytes > KEPT_WORKSPACE_BYTES:
             partials = cupy.empty(nbytes, dtype=np.uint8)
             keep.append(partials)
-            return partials.data.ptr, found.address
-        if found.workspace.nbytes < nbytes:
-            found.workspace.grow(nbytes)
-        return found.workspace.ptr, found.address
+            return partials.data.ptr, found[1]
+        if found[2].nbytes < nbytes:
+            found[2].grow(nbytes)
+        return found[2].ptr, found[1]
 
 
 def _enqueued(plan: Any, a: Any, b: Any, target: Any, bias: Any, alpha: float, beta: float,

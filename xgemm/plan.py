@@ -270,9 +270,9 @@ class Plan:
     partials_bytes: int = 0         # split-K's workspace: bytes of partial sums, and
     arrivals: int = 0               # its arrival counters
     # split-K's counters (``arrivals`` of them) per CUDA stream and thread, zeroed once,
-    # with the partials they share (``xgemm.launch.SplitK``), and what calls captured in
-    # CUDA graphs made
-    split_k: dict = field(default_factory=dict, repr=False)
+    # with the partials they share, and what calls captured in CUDA graphs made
+    # (xgemm.launch)
+    counters: dict = field(default_factory=dict, repr=False)
     captured: list = field(default_factory=list, repr=False)
     acc_code: str = "f"             # the accumulators' C type, as ``struct`` writes it:
     #                                 alpha and beta are passed so
@@ -901,7 +901,7 @@ def _lay_out(a: cupy.ndarray, b: cupy.ndarray, v: Variant | None, params: dict[s
                 and bias.size > 1, contenders=listed)
     plan.c_dtype_np = full_c.dtype
     plan.scaled = "scale_a" in v.extra_args
-    if kind == "torch" and output == "new":
+    if kind == "torch":
         import torch
 
         model = torch.empty((), dtype=getattr(torch, c_dtype),
