@@ -509,19 +509,20 @@ register(Variant(
     b_layouts=("col",),
 ))
 
-# Rung 20: products of few rows, bound by reading B once. Every dtype but 8-bit; its
-# defaults are for a decode step (8 rows, B of 2048 x 2048); bench/skinny.py measures
-# them and four other points on 96 few-row products.
+# Rung 20: products of few rows (or, FEW_COLUMNS, few columns), bound by reading the big
+# operand once. Every dtype but 8-bit; its defaults are for a decode step (8 rows, B of
+# 2048 x 2048); bench/skinny.py measures them and four other points on 96 few-row products.
 register(Variant(
     name="skinny",
     template="gemm/20_skinny.cu.j2",
-    adds="few rows: A's rows in shared memory, B streamed once in 16-byte loads, K split"
-         " across lanes or threads and blocks, reduced in a fixed order",
-    defaults={"BM": 8, "BN": 32, "BK": 512, "WARPS": 8, "SPLITS": 4},
+    adds="few rows (or columns): A's rows in shared memory, B streamed once in 16-byte"
+         " loads, K split across lanes or threads and blocks, reduced in a fixed order",
+    defaults={"BM": 8, "BN": 32, "BK": 512, "WARPS": 8, "SPLITS": 4, "FEW_COLUMNS": 0},
     space={"BM": [1, 2, 4, 8, 16], "BN": [16, 32, 64], "BK": [256, 512], "WARPS": [4, 8],
-           "SPLITS": [2, 4, 8, 16]},
+           "SPLITS": [2, 4, 8, 16], "FEW_COLUMNS": [0, 1]},
     constraints=[
         "BK % (32 * 16 // BYTES) == 0",   # a warp's lanes take whole 16-byte loads of a chunk
+        # (B below: the big operand, A where FEW_COLUMNS)
         # at most 64 registers of sums a thread: B along K, its warp's columns by the rows
         "BN % WARPS == 0 and BN // WARPS * BM * max(BYTES, 4) <= 256",
         # ... and at most 32 of its 16-byte loads of a chunk in flight (128 registers; 16
@@ -533,13 +534,18 @@ register(Variant(
         "SPLITS >= 2",                    # blocks share each tile: split-K's arguments
     ],
     block=("32 * WARPS",),
-    grid=("cdiv(N, BN)", "cdiv(M, BM)"),
+    # FEW_COLUMNS: C's columns are the walked rows (C^T = B^T A^T)
+    grid=("cdiv(M if FEW_COLUMNS else N, BN)", "cdiv(N if FEW_COLUMNS else M, BM)"),
+    tile_shape=("BN if FEW_COLUMNS else BM", "BM if FEW_COLUMNS else BN", "BK"),
     # A's chunk and the tile's sums (in the sums' type), the threads' sums to reduce (B
     # along N)
     smem_bytes="max(BYTES, 4) * (BM * BK + BM * BN + 32 * WARPS * 16 // BYTES)",
     splits="SPLITS",
     extra_args=("partials", "arrivals"),
     flags=("aligned16",),
+    # B along K takes 2 splits, along N wider tiles (bench/skinny.py's best points)
+    candidates=[{}, {"SPLITS": 2}, {"BN": 64}, {"FEW_COLUMNS": 1},
+                {"FEW_COLUMNS": 1, "SPLITS": 2}, {"FEW_COLUMNS": 1, "BN": 64}],
 ))
 
 # -- The memory-bound families (xgemm.memory_bound): the lectures' other shared-memory kernels. --

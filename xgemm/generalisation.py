@@ -27,7 +27,7 @@ from __future__ import annotations
 import math
 import os
 import statistics
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -276,10 +276,11 @@ def measure(part: str, case: Product, *, regret: bool = True, repeat: int = 10,
 
 
 def _candidates(a: Any, b: Any, c: Any, dtype: str, precision: str | None, checked: Any,
-                tolerance: float, best: float, repeat: int, flush: bool
-                ) -> list[dict[str, Any]]:
+                tolerance: float, best: float, repeat: int, flush: bool,
+                names: Collection[str] | None = None) -> list[dict[str, Any]]:
     """Each candidate's kernel time on these operands, read as they lie (a variant named
-    in a call copies only what it cannot read: operands TMA cannot read are padded)."""
+    in a call copies only what it cannot read: operands TMA cannot read are padded);
+    where ``names`` is given, only those rungs' candidates."""
     import xgemm
 
     from . import cost, gpu, timing
@@ -287,6 +288,8 @@ def _candidates(a: Any, b: Any, c: Any, dtype: str, precision: str | None, check
     found: list[dict[str, Any]] = []
     launches = []
     for v, params in cost.candidates(dtype, precision, gpu.compute_capability(a.device.index)):
+        if names is not None and v.name not in names:
+            continue
         entry: dict[str, Any] = {"variant": v.name, "params": params}
         try:
             launches.append((entry, xgemm.prepare(a, b, v.name, out=c, **params)))
@@ -311,6 +314,51 @@ def _candidates(a: Any, b: Any, c: Any, dtype: str, precision: str | None, check
         found.append({**entry, "planned": dict(launch.params), "copies": list(launch.copies),
                       "ms": ms, "status": "ok", "timed": "once" if slow else "median"})
     return found
+
+
+def add_candidates(rows: Sequence[dict[str, Any]], names: Collection[str], *,
+                   repeat: int = 10, progress: Callable[[], None] | None = None) -> None:
+    """Time the candidates of the rungs ``names`` on each row of a ``--suite random`` run
+    (regret on), on the operands that run drew (the row's index seeds them), and put them
+    in the row's candidates in place of any earlier timing of those rungs: a new rung's
+    points join a calibration sample without timing the others again. Rows that did
+    not measure ok are left as they are.
+
+    Example (on a GPU; a file ``xgemm bench --suite random --json`` wrote):
+        >>> data = json.load(open(path))  # doctest: +SKIP
+        >>> add_candidates(data["rows"], {"skinny"})  # doctest: +SKIP
+    """
+    import torch
+
+    from . import bench, gpu
+
+    for i, row in enumerate(rows):
+        if row.get("status") != "ok" or "candidates" not in row:
+            if progress is not None:
+                progress()
+            continue
+        dtype, precision = PARTS[row["part"]]
+        torch.backends.cuda.matmul.allow_tf32 = precision == "tf32"
+        case = Product(row["m"], row["n"], row["k"], row["layout"], tuple(row["lead"]))
+        a, b, c = _operands(case, dtype, i)
+        expected = torch.matmul(a, b)
+        l2 = gpu.properties(a.device.index).l2_bytes
+        flush = (a.numel() + b.numel() + c.numel()) * a.element_size() < 4 * l2
+
+        def checked(launch: Any, c: Any = c, expected: Any = expected) -> float:
+            c.fill_(float("nan"))
+            launch()
+            return _error(c, expected)
+
+        timed = _candidates(a, b, c, dtype, precision, checked,
+                            bench.CHECK_TOLERANCE["tf32" if precision else dtype],
+                            row["best_ms"], repeat, flush, names)
+        row["candidates"] = [x for x in row["candidates"] if x["variant"] not in names] + timed
+        times = [x["ms"] for x in timed if x["status"] == "ok"]
+        row["best_ms"] = min([row["best_ms"], *times])
+        row["regret"] = row["auto_ms"] / row["best_ms"]
+        if progress is not None:
+            progress()
 
 
 def _error(c: Any, expected: Any, step: int = 1 << 26) -> float:

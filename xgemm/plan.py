@@ -927,9 +927,10 @@ def _lay_out(a: cupy.ndarray, b: cupy.ndarray, v: Variant | None, params: dict[s
             f"{MAX_WORKSPACE_BYTES / 2**30:.0f} GiB): split-K is for small outputs; use "
             "fewer SPLITS, or a variant that does not split K ('pipelined', 'wgmma')"
         )
-    counters = 0  # split-K's, per product: per BM x BN tile of C (not per block)
+    counters = 0  # split-K's, per product: per tile of C (not per block)
     if splits > 1:
-        counters = cdiv(shapes.m, p["BM"]) * cdiv(shapes.n, p["BN"]) * v.counters_of(p)
+        tile_rows, tile_cols, _ = v.tile(p, dtype)
+        counters = cdiv(shapes.m, tile_rows) * cdiv(shapes.n, tile_cols) * v.counters_of(p)
         plan.partials_bytes = workspace
         plan.arrivals = shapes.count * counters
     la, lb = plan_a.layout, plan_b.layout

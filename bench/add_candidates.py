@@ -1,0 +1,45 @@
+"""Time a rung's candidates on the shapes of saved ``--suite random`` runs and add them.
+
+A calibration (``xgemm calibrate``) fits the cost model to every candidate's time on a
+seeded sample. When a rung gains candidates, this times only that rung's on the same
+shapes and operands (``xgemm.generalisation.add_candidates``), writes each file back
+with them in its rows, and leaves the others' timings as they were measured: then
+``xgemm calibrate`` on the files fits the new points too. Needs a CUDA GPU.
+
+    PYTHONPATH=. python bench/add_candidates.py --variant skinny \
+        bench/results/h100/calibration/random_float32_seed1.json ...
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from tqdm import tqdm
+
+from xgemm import generalisation
+from xgemm.bench import source_commit
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("json", nargs="+", help="files written by xgemm bench --suite random")
+    parser.add_argument("--variant", action="append", required=True,
+                        help="a rung whose candidates to time (repeat for several)")
+    args = parser.parse_args()
+    for path in args.json:
+        with open(path) as f:
+            data = json.load(f)
+        rows = data["rows"]
+        with tqdm(total=len(rows), desc=path.rsplit("/", 1)[-1]) as bar:
+            generalisation.add_candidates(rows, set(args.variant), progress=bar.update)
+        data["summary"] = generalisation.summary(rows, data.get("summary", {}).get("seed"))
+        data.setdefault("added", []).append({"variants": sorted(args.variant),
+                                             "commit": source_commit()})
+        with open(path, "w") as f:
+            json.dump(data, f, indent=1)
+            f.write("\n")
+
+
+if __name__ == "__main__":
+    main()
