@@ -241,6 +241,32 @@ def test_any_layout_gives_the_right_answer(rng, name):
         assert err < tolerance_of(name, dtype), f"{name}, {label}: error {err} (seed {rng.seed})"
 
 
+SKINNY = [n for n in wide_variants() if "FEW_COLUMNS" in xgemm.get_variant(n).space]
+
+
+@pytest.mark.parametrize("name", SKINNY)
+def test_few_columns_in_every_layout_with_the_epilogue(rng, name):
+    """FEW_COLUMNS=1 (C^T = B^T A^T): every layout of A and B, leading dimensions wider
+    than the matrices, and gemm's bias (indexed by C's column) and beta."""
+    import cupy
+
+    dtype = home_dtype(name)
+    m, n, k = 70, 5, 45
+    for a_col in (False, True):
+        for b_col in (False, True):
+            a = rng.matrix(m + 3, k + 5, "F" if a_col else "C", dtype)[:m, :k]
+            b = rng.matrix(k + 7, n + 2, "F" if b_col else "C", dtype)[:k, :n]
+            c = rng.array((m, n), dtype)
+            bias = rng.array((n,), dtype)
+            expected = 1.5 * (f64(a) @ f64(b)) + 0.5 * f64(c) + f64(bias)
+            got = xgemm.gemm(a, b, c, alpha=1.5, beta=0.5, bias=bias, variant=name,
+                             FEW_COLUMNS=1)
+            label = f"A {'col' if a_col else 'row'}, B {'col' if b_col else 'row'}"
+            assert frobenius_error(got, expected) < tolerance_of(name, dtype), (
+                f"{label} (seed {rng.seed})")
+            assert isinstance(got, cupy.ndarray)
+
+
 def test_layouts_read_in_place_are_not_copied(rng, monkeypatch):
     import cupy
 

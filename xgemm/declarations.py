@@ -511,7 +511,8 @@ register(Variant(
 
 # Rung 20: products of few rows (or, FEW_COLUMNS, few columns), bound by reading the big
 # operand once. Every dtype but 8-bit; its defaults are for a decode step (8 rows, B of
-# 2048 x 2048); bench/skinny.py measures them and four other points on 96 few-row products.
+# 2048 x 2048); bench/skinny.py measures them and other points on few-row and few-column
+# products.
 register(Variant(
     name="skinny",
     template="gemm/20_skinny.cu.j2",

@@ -211,7 +211,7 @@ class Variant:
     dtypes: tuple[str, ...] = WIDE_DTYPES
     #: Blocks per tile of C, an expression (split-K). Above 1 its kernel takes the extra
     #: arguments "partials" (SPLITS partial products) and "arrivals" (``counters`` per
-    #: BM x BN tile of C).
+    #: tile of C, ``tile_shape``'s).
     splits: str = "1"
     #: Arrival counters per tile of C for split-K, an expression: 1 where a block counts
     #: itself in, one per warp where each warp does.
