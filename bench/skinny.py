@@ -1,17 +1,18 @@
-"""Products of few rows (decode steps) or few columns: rung 20 (``skinny``) against cuBLAS
-and auto.
+"""Products of few rows (decode steps) or few columns: the skinny rungs (20, ``skinny``;
+21, ``skinny_mma``, with --variant) against cuBLAS and auto.
 
 For each side (few rows of C: A small and B big; few columns: B small and A big, the
-rung's FEW_COLUMNS points), dtype, layout of the big operand (along K: ``w.T`` of a
+rungs' FEW_COLUMNS points), dtype, layout of the big operand (along K: ``w.T`` of a
 weight as B, a row-major A; or across K), count of rows (or columns) and (N, K): the
-kernel time of ``skinny`` at a handful of points (the best is reported), of auto's pick,
+kernel time of the rung at a handful of points (the best is reported), of auto's pick,
 and of ``torch.matmul`` (cuBLAS) on the same tensors, CUDA events with the L2 scrubbed
 before each call (the big operand fits in the H100's 50 MB L2, which would otherwise
-serve it); and the bandwidth at which skinny reads the big operand, against the
+serve it); and the bandwidth at which the rung reads the big operand, against the
 device-to-device copy bandwidth measured in the same run (bytes read plus written, as
-copies count). Every skinny result is checked against float64 first.
+copies count). Every result is checked against float64 first.
 
     PYTHONPATH=. python bench/skinny.py [--json out.json] [--sides rows,columns]
+        [--variant skinny_mma --dtypes float16,bfloat16]
 """
 
 from __future__ import annotations
@@ -29,15 +30,19 @@ from xgemm.timing import time_launches
 
 ROWS = (1, 4, 8, 16)
 SIZES = ((4096, 4096), (14336, 4096), (4096, 14336), (2048, 2048))  # (N, K)
-POINTS = ({}, {"SPLITS": 2}, {"SPLITS": 8}, {"BN": 64}, {"BN": 16, "WARPS": 4},
-          {"BM": 16, "SPLITS": 2})
+#: The points timed of each skinny rung (--variant); the best is reported.
+POINTS = {"skinny": ({}, {"SPLITS": 2}, {"SPLITS": 8}, {"BN": 64}, {"BN": 16, "WARPS": 4},
+                     {"BM": 16, "SPLITS": 2}),
+          "skinny_mma": ({}, {"SPLITS": 2}, {"SPLITS": 8}, {"WARPS": 8}, {"UNROLL": 1},
+                         {"BM": 16}, {"BM": 16, "SPLITS": 8})}
 
 
 def kernel_ms(call) -> float:
     return statistics.median(time_launches(call, warmup=3, repeat=25, flush_l2=True))
 
 
-def row(dtype: str, along_k: bool, few: int, n: int, k: int, columns: bool = False) -> dict:
+def row(variant: str, dtype: str, along_k: bool, few: int, n: int, k: int,
+        columns: bool = False) -> dict:
     """One product: ``few`` rows of A by the big (K x n) B, or with ``columns`` the big
     (n x K) A by ``few`` columns of B; the big operand runs along K where ``along_k``."""
     t = getattr(torch, dtype)
@@ -57,13 +62,13 @@ def row(dtype: str, along_k: bool, few: int, n: int, k: int, columns: bool = Fal
     m = a.shape[0]
     expected = cupy.asarray(a.double().cpu().numpy()) @ cupy.asarray(b.double().cpu().numpy())
     best = (float("inf"), None)
-    for change in POINTS:
-        v = xgemm.get_variant("skinny")
+    v = xgemm.get_variant(variant)
+    for change in POINTS[variant]:
         try:
             params = v.resolve({**v.defaults, **change, "FEW_COLUMNS": int(columns)}, dtype)
-        except ValueError:
+        except ValueError:  # a point the dtype's rules exclude
             continue
-        launch = xgemm.prepare(a, b, "skinny", **params)
+        launch = xgemm.prepare(a, b, variant, **params)
         error = relative_error(cupy.asarray(launch().double()), expected)
         assert error < (2e-2 if t in (torch.float16, torch.bfloat16) else 1e-5), (change, error)
         best = min(best, (kernel_ms(launch), change), key=lambda x: x[0])
@@ -71,7 +76,7 @@ def row(dtype: str, along_k: bool, few: int, n: int, k: int, columns: bool = Fal
     cublas = kernel_ms(lambda: torch.matmul(a, b))
     ms, change = best
     large = a if columns else b
-    return {"dtype": dtype, "side": "columns" if columns else "rows",
+    return {"variant": variant, "dtype": dtype, "side": "columns" if columns else "rows",
             "big": "along K" if along_k else "across K", "m": m, "n": b.shape[1], "k": k,
             "skinny_ms": ms, "skinny_point": change, "auto": auto.variant.name,
             "auto_ms": kernel_ms(auto), "cublas_ms": cublas,
@@ -81,13 +86,15 @@ def row(dtype: str, along_k: bool, few: int, n: int, k: int, columns: bool = Fal
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--json")
+    parser.add_argument("--variant", choices=sorted(POINTS), default="skinny")
     parser.add_argument("--dtypes", default="float16,bfloat16,float32")
     parser.add_argument("--sides", default="rows,columns",
                         help="few rows of C, few columns, or both")
     args = parser.parse_args()
     copy_gbs = measure_copy_bandwidth()
-    rows = [row(dtype, along_k, few, n, k, side == "columns")
-            for side in args.sides.split(",") for dtype in args.dtypes.split(",")
+    dtypes = [d for d in args.dtypes.split(",") if d in xgemm.get_variant(args.variant).dtypes]
+    rows = [row(args.variant, dtype, along_k, few, n, k, side == "columns")
+            for side in args.sides.split(",") for dtype in dtypes
             for along_k in (True, False) for few in ROWS for n, k in SIZES]
     print(f"device copy {copy_gbs:.0f} GB/s (read + written)")
     print(f"{'dtype':9s} {'big':8s} {'shape':>17s} {'skinny':>8s} {'auto':>8s} {'cuBLAS':>8s}"

@@ -549,6 +549,30 @@ register(Variant(
                 {"FEW_COLUMNS": 1, "SPLITS": 2}, {"FEW_COLUMNS": 1, "BN": 64}],
 ))
 
+# Rung 21: rung 20's products in 16 bits, multiplied on the tensor cores (mma.sync), the
+# big operand's 16-byte loads taken as the instruction's fragments. Its defaults are
+# reasoned, not yet swept: 4 warps, two steps of loads in flight.
+register(Variant(
+    name="skinny_mma",
+    template="gemm/21_skinny_mma.cu.j2",
+    adds="few rows in 16 bits on the tensor cores: mma.sync fed straight from 16-byte loads"
+         " of B, K permuted to fit each lane's fragment",
+    defaults={"BM": 8, "WARPS": 4, "UNROLL": 2, "SPLITS": 4, "FEW_COLUMNS": 0},
+    space={"BM": [8, 16], "WARPS": [2, 4, 8], "UNROLL": [1, 2], "SPLITS": [2, 4, 8, 16],
+           "FEW_COLUMNS": [0, 1]},
+    constraints=["SPLITS >= 2"],  # blocks share each tile: split-K's arguments
+    block=("32 * WARPS",),
+    # 64 columns of the walked product a block (C's rows where FEW_COLUMNS)
+    grid=("cdiv(M if FEW_COLUMNS else N, 64)", "cdiv(N if FEW_COLUMNS else M, BM)"),
+    tile_shape=("64 if FEW_COLUMNS else BM", "BM if FEW_COLUMNS else 64", "32"),
+    smem_bytes="4 * WARPS * BM * 64",  # each warp's sums, added in warp order
+    splits="SPLITS",
+    extra_args=("partials", "arrivals"),
+    flags=("aligned16",),
+    dtypes=("float16", "bfloat16"),
+    min_cc=80,
+))
+
 # -- The memory-bound families (xgemm.memory_bound): the lectures' other shared-memory kernels. --
 # Their yardstick is the device's copy bandwidth. Expressions use M and N for the rows and
 # columns of the input (a 1-D input of reverse: N; sum: N elements in each of M segments).
