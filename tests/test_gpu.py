@@ -129,8 +129,8 @@ def test_c_leaves_through_tma(rng, name, params):
     it (launch.params keeps TMA_STORE=1): edges in M and N that TMA clips (one row; N not
     a multiple of BN; an odd number of tile rows), one consumer warpgroup or two, many
     tiles a block, the biased and activated epilogue (no bias read past N), a batch.
-    Where it cannot (rows not 16-byte aligned, beta != 0, a wider C), C leaves from
-    registers: launch.params says TMA_STORE=0."""
+    Where C is read (beta != 0) or wider than A and B, C leaves from registers:
+    launch.params says TMA_STORE=0."""
     import cupy
 
     v = xgemm.get_variant(name)
@@ -157,18 +157,57 @@ def test_c_leaves_through_tma(rng, name, params):
         launch = xgemm.prepare(batch, b, variant=name, **p)
         assert launch.params["TMA_STORE"] == 1
         assert frobenius_error(launch(), f64(batch) @ f64(b)) < tol, f"seed {rng.seed}"
-        # C that TMA cannot write: an odd width; beta != 0; a float32 C of 16-bit inputs
-        odd_a, odd_b = operands(rng, name, m, n + 1, k, dtype=dtype)
+        # C that is not staged: beta != 0; a float32 C of 16-bit inputs
         c = rng.array((m, n), dtype)
         unfused = 2.0 * (f64(a) @ f64(b)) + 0.5 * f64(c)
-        fallbacks = [(xgemm.prepare(odd_a, odd_b, variant=name, **p), f64(odd_a) @ f64(odd_b)),
-                     (xgemm.prepare(a, b, variant=name, c=c, alpha=2.0, beta=0.5, **p), unfused)]
+        fallbacks = [(xgemm.prepare(a, b, variant=name, c=c, alpha=2.0, beta=0.5, **p), unfused)]
         if dtype != "float32":
             fallbacks.append((xgemm.prepare(a, b, variant=name, out_dtype="float32", **p),
                               f64(a) @ f64(b)))
         for launch, expected in fallbacks:
             assert launch.params["TMA_STORE"] == 0
             assert frobenius_error(launch(), expected) < tol, f"seed {rng.seed}"
+
+
+@pytest.mark.parametrize("params", [{"BN": 128}, {"BM": 64, "BN": 128, "CONSUMERS": 1},
+                                    {"BN": 256}], ids=_params_id)
+@pytest.mark.parametrize("name", STAGING)
+def test_c_rows_tma_cannot_write_are_stored_by_the_threads(rng, name, params):
+    """Rows of C that TMA cannot write (not 16-byte aligned: an odd width, or an out= view
+    starting one value in) are staged in shared memory all the same and written by the
+    warpgroup (launch.params says TMA_STORE=2): widths under one 16-byte piece and over
+    many, edges in M, many tiles a block, the biased and activated epilogue, a batch."""
+    import cupy
+
+    v = xgemm.get_variant(name)
+    for dtype in v.dtypes:
+        tol = tolerance_of(name, dtype)
+        p = {**params, "TMA_STORE": 1, "STAGES": 2}
+        group = 16 // cupy.dtype(cupy_dtype(dtype)).itemsize  # elements in 16 bytes
+        for shape in [(1, 1, 1), (3, group - 1, 17), (127, 33 * group + 1, 255),
+                      (4097, 257 * group + 3, 129), (64, 4095, 64)]:
+            a, b = operands(rng, name, *shape, dtype=dtype)
+            c = poisoned(shape[0], shape[1], dtype=dtype)
+            launch = xgemm.prepare(a, b, variant=name, out=c, **p)
+            assert launch.params["TMA_STORE"] == 2
+            launch()
+            assert relative_error(c, a, b) < tol, f"{shape}, seed {rng.seed}"
+        m, n, k = 129, 35 * group + 5, 70
+        a, b = operands(rng, name, m, n, k, dtype=dtype)
+        wide = poisoned(m, n + 1, dtype=dtype)
+        launch = xgemm.prepare(a, b, variant=name, out=wide[:, 1:], **p)  # rows start 2 bytes in
+        assert launch.params["TMA_STORE"] == 2
+        launch()
+        assert relative_error(wide[:, 1:], a, b) < tol, f"seed {rng.seed}"
+        bias = rng.array((n,), dtype)
+        launch = xgemm.prepare(a, b, variant=name, bias=bias, activation="relu", alpha=0.5, **p)
+        assert launch.params["TMA_STORE"] == 2
+        expected = cupy.maximum(0.5 * (f64(a) @ f64(b)) + f64(bias), 0)
+        assert frobenius_error(launch(), expected) < tol, f"seed {rng.seed}"
+        batch = rng.array((3, m, k), dtype)
+        launch = xgemm.prepare(batch, b, variant=name, **p)
+        assert launch.params["TMA_STORE"] == 2
+        assert frobenius_error(launch(), f64(batch) @ f64(b)) < tol, f"seed {rng.seed}"
 
 
 @pytest.mark.parametrize("name", [*wide_variants(), "auto"])

@@ -33,6 +33,7 @@ def test_a_variant_declares_its_extra_arguments():
     assert wgmma.extra_args == ("tensor_map_a", "tensor_map_b", "tensor_map_c") and wgmma.tma
     assert wgmma.tma_box("c", {**wgmma.defaults, "CONSUMERS": 2}) == wgmma.defaults["BM"] // 2
     assert wgmma.tma_box("c", {**wgmma.defaults, "TMA_STORE": 0}) == 0
+    assert wgmma.tma_box("c", {**wgmma.defaults, "TMA_STORE": 2}) == 0  # the threads store C
     assert xgemm.get_variant("splitk").extra_args == ("partials", "arrivals")
     assert not xgemm.get_variant("pipelined").extra_args  # the same template, one split
     with pytest.raises(ValueError, match="unknown extra arguments \\['workspace'\\]"):

@@ -347,7 +347,7 @@ register(Variant(
 WGMMA = dict(
     **{**HOPPER, "constraints": [
         *HOPPER["constraints"],
-        "TMA_STORE in (0, 1)",
+        "TMA_STORE in (0, 1, 2)",  # 2: planned, for rows TMA cannot write
         # ptxas spills staging a float32 C from two m64 row blocks of 128 accumulators
         # in the 168 registers a thread of 384 gets
         "not (TMA_STORE and BYTES == 4 and CONSUMERS == 2 and BN == 128 and BM == 256)",
@@ -357,10 +357,10 @@ WGMMA = dict(
               "SPREAD": 0},
     space={"BM": [64, 128, 256], "BN": [64, 128, 256], "CONSUMERS": [1, 2],
            "STAGES": [2, 3, 4, 5, 6], "GROUP": [8], "TMA_STORE": [0, 1], "SPREAD": [0]},
-    # with TMA_STORE, each consumer warpgroup's rows of a tile of C as well
-    smem_bytes=RING_BYTES + " + TMA_STORE * BM * BN * BYTES",
+    # with C staged (TMA_STORE 1 or 2), each consumer warpgroup's rows of a tile of C too
+    smem_bytes=RING_BYTES + " + min(TMA_STORE, 1) * BM * BN * BYTES",
     # C's box: one consumer warpgroup's rows, when C leaves through TMA
-    tma_boxes={"a": "BM", "b": "BN", "c": "TMA_STORE * BM // CONSUMERS"},
+    tma_boxes={"a": "BM", "b": "BN", "c": "(TMA_STORE == 1) * BM // CONSUMERS"},
     extra_args=("tensor_map_a", "tensor_map_b", "tensor_map_c"),
 )
 
@@ -481,7 +481,7 @@ register(Variant(
        "space": {"BM": [128, 256], "BN": [128, 256], "CONSUMERS": [2], "STAGES": [3, 4],
                  "GROUP": [8], "TMA_STORE": [0, 1], "SPREAD": [0]},
        # C staged as 16-bit values, whatever BYTES (1) says
-       "smem_bytes": RING_BYTES + " + TMA_STORE * BM * BN * 2",
+       "smem_bytes": RING_BYTES + " + min(TMA_STORE, 1) * BM * BN * 2",
        "extra_args": ("tensor_map_a", "tensor_map_b", "tensor_map_c", "scale_a", "scale_b"),
        "dtypes": ("int8", "float8_e4m3fn", "float8_e5m2")},
     c_bytes=2,

@@ -888,9 +888,10 @@ def _lay_out(a: cupy.ndarray, b: cupy.ndarray, v: Variant | None, params: dict[s
             full_c, output = cupy.empty(shapes.full, view.dtype), "staging"
     layout_c = layout_of(full_c.shape, full_c.strides, full_c.itemsize, ("row",), write=True)
     staged = v.c_bytes or DTYPES[dtype].itemsize  # the bytes of a value of C it stages
-    if p.get("TMA_STORE") and (read_c or full_c.itemsize != staged
-                               or not tma_ready(pointer(full_c), layout_c, full_c.itemsize)):
-        p = {**p, "TMA_STORE": 0}  # TMA does not read C, widen it, or write unaligned rows
+    if p.get("TMA_STORE") and (read_c or full_c.itemsize != staged):
+        p = {**p, "TMA_STORE": 0}  # C is read, or wider than staged: from registers
+    elif p.get("TMA_STORE") and not tma_ready(pointer(full_c), layout_c, full_c.itemsize):
+        p = {**p, "TMA_STORE": 2}  # rows TMA cannot write: staged, the threads store them
 
     spec = Spec(dtype, plan_a.layout.col, plan_b.layout.col, bias is not None, act, read_c,
                 _flags(v, (full_a, full_b, full_c), (plan_a.layout, plan_b.layout, layout_c),

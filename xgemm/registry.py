@@ -242,7 +242,7 @@ class Variant:
     extra_args: tuple[str, ...] = ()
     #: Bytes of one value of C as its TMA store stages it (the ``smem_bytes`` expression
     #: sized the area so): 0, C's values as wide as A's and B's. Where C's dtype is wider
-    #: or narrower, the plan turns TMA_STORE off.
+    #: or narrower, the plan turns TMA_STORE off (C leaves from registers).
     c_bytes: int = 0
     #: Where ``auto`` first copies an operand into the layout this kernel reads fastest:
     #: per operand ("a", "b"), that layout and an expression over the parameters, M, N, K
