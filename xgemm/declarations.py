@@ -571,6 +571,9 @@ register(Variant(
     flags=("aligned16",),
     dtypes=("float16", "bfloat16"),
     min_cc=80,
+    # more warps in flight, more splits where C is short, two fragments of rows (bench/skinny.py)
+    candidates=[{}, {"WARPS": 8}, {"SPLITS": 8}, {"BM": 16}, {"FEW_COLUMNS": 1},
+                {"FEW_COLUMNS": 1, "WARPS": 8}, {"FEW_COLUMNS": 1, "BM": 16}],
 ))
 
 # -- The memory-bound families (xgemm.memory_bound): the lectures' other shared-memory kernels. --
