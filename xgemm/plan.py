@@ -731,9 +731,18 @@ def auto_choice(m: int, n: int, k: int, dtype: str, layout: str = "NN", batch: i
     'wgmma'
     """
     item = DTYPES[dtype].itemsize
-    a = Layout(True, m, m * k) if layout[0] == "T" else Layout(False, k, m * k * (batch > 1))
-    b = Layout(layout[1] == "T", k if layout[1] == "T" else n, 0)
     lead = (batch,) if batch > 1 else ()
+
+    def read_as(rows: int, cols: int, transposed: bool, lead: tuple[int, ...] = ()) -> Layout:
+        """The layout a call finds such an operand in (layout_of: a line is read along it)."""
+        strides = (*(rows * cols * item for _ in lead), *((item, rows * item) if transposed
+                                                          else (cols * item, item)))
+        found = layout_of((*lead, rows, cols), strides, item)
+        assert found is not None, "fresh operands are read in place"
+        return found
+
+    a = read_as(m, k, layout[0] == "T", lead)
+    b = read_as(k, n, layout[1] == "T")  # B shared by the batch
     shapes = Shapes(lead, m, n, k, (*lead, m, n), False, False)
     return _choose((_Standin(item), _Standin(item)), [a, b], shapes, dtype, device, precision)
 
