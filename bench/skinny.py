@@ -1,5 +1,5 @@
 """Products of few rows (decode steps) or few columns: the skinny rungs (20, ``skinny``;
-21, ``skinny_mma``, with --variant) against cuBLAS and auto.
+21, ``skinny_mma`` and 22, ``skinny_ring``, with --variant) against cuBLAS and auto.
 
 For each side (few rows of C: A small and B big; few columns: B small and A big, the
 rungs' FEW_COLUMNS points), dtype, layout of the big operand (along K: ``w.T`` of a
@@ -9,10 +9,11 @@ and of ``torch.matmul`` (cuBLAS) on the same tensors, CUDA events with the L2 sc
 before each call (the big operand fits in the H100's 50 MB L2, which would otherwise
 serve it); and the bandwidth at which the rung reads the big operand, against the
 device-to-device copy bandwidth measured in the same run (bytes read plus written, as
-copies count). Every result is checked against float64 first.
+copies count). Every result is checked against float64 first. With --ragged, N and K are
+one more than the sizes below: no row of either operand starts on 16 bytes.
 
     PYTHONPATH=. python bench/skinny.py [--json out.json] [--sides rows,columns]
-        [--variant skinny_mma --dtypes float16,bfloat16]
+        [--variant skinny_mma --dtypes float16,bfloat16] [--ragged]
 """
 
 from __future__ import annotations
@@ -34,7 +35,9 @@ SIZES = ((4096, 4096), (14336, 4096), (4096, 14336), (2048, 2048))  # (N, K)
 POINTS = {"skinny": ({}, {"SPLITS": 2}, {"SPLITS": 8}, {"BN": 64}, {"BN": 16, "WARPS": 4},
                      {"BM": 16, "SPLITS": 2}),
           "skinny_mma": ({}, {"SPLITS": 2}, {"SPLITS": 8}, {"WARPS": 8}, {"UNROLL": 1},
-                         {"BM": 16}, {"BM": 16, "SPLITS": 8})}
+                         {"BM": 16}, {"BM": 16, "SPLITS": 8}),
+          "skinny_ring": ({}, {"SPLITS": 4}, {"WARPS": 2}, {"WARPS": 2, "STAGES": 6},
+                          {"WARPS": 8, "STAGES": 3}, {"BM": 16})}
 
 
 def kernel_ms(call) -> float:
@@ -90,12 +93,15 @@ def main() -> None:
     parser.add_argument("--dtypes", default="float16,bfloat16,float32")
     parser.add_argument("--sides", default="rows,columns",
                         help="few rows of C, few columns, or both")
+    parser.add_argument("--ragged", action="store_true",
+                        help="N and K one more than the sizes: rows at every alignment")
     args = parser.parse_args()
+    sizes = [(n + args.ragged, k + args.ragged) for n, k in SIZES]
     copy_gbs = measure_copy_bandwidth()
     dtypes = [d for d in args.dtypes.split(",") if d in xgemm.get_variant(args.variant).dtypes]
     rows = [row(args.variant, dtype, along_k, few, n, k, side == "columns")
             for side in args.sides.split(",") for dtype in dtypes
-            for along_k in (True, False) for few in ROWS for n, k in SIZES]
+            for along_k in (True, False) for few in ROWS for n, k in sizes]
     print(f"device copy {copy_gbs:.0f} GB/s (read + written)")
     print(f"{'dtype':9s} {'big':8s} {'shape':>17s} {'skinny':>8s} {'auto':>8s} {'cuBLAS':>8s}"
           f" {'x cuBLAS':>8s} {'x auto':>7s} {'big GB/s':>8s} {'x copy':>6s}  point")

@@ -576,6 +576,35 @@ register(Variant(
                 {"FEW_COLUMNS": 1, "WARPS": 8}, {"FEW_COLUMNS": 1, "BM": 16}],
 ))
 
+# Rung 22: rung 21 fed through a ring of cp.async stages in shared memory. Its defaults
+# are reasoned, not yet swept: 4 warps (128 k's a stage), 4 slots, 2 blocks an SM.
+register(Variant(
+    name="skinny_ring",
+    template="gemm/22_skinny_ring.cu.j2",
+    adds="rung 21 with B copied through a ring in shared memory: bytes in flight without"
+         " registers; whole aligned 16-byte chunks of rows at any alignment, shifted into"
+         " place as they are read",
+    defaults={"BM": 8, "WARPS": 4, "STAGES": 4, "SPLITS": 2, "FEW_COLUMNS": 0},
+    space={"BM": [8, 16], "WARPS": [2, 4, 8], "STAGES": [2, 3, 4, 6], "SPLITS": [2, 4, 8, 16],
+           "FEW_COLUMNS": [0, 1]},
+    constraints=["SPLITS >= 2",  # blocks share each tile: split-K's arguments
+                 "STAGES * WARPS <= 24"],  # the ring in an H100's 227 KiB a block
+    block=("32 * WARPS",),
+    grid=("cdiv(M if FEW_COLUMNS else N, 64)", "cdiv(N if FEW_COLUMNS else M, BM)"),
+    tile_shape=("64 if FEW_COLUMNS else BM", "BM if FEW_COLUMNS else 64", "32 * WARPS"),
+    # STAGES slots, each as large as either layout's stage (16-byte chunks): B's 64 columns
+    # of 32 x WARPS k's or its 32 x WARPS k's of 64 columns, and A's BM rows likewise, each
+    # line with a spare chunk and padded (the template's SLOT_CHUNKS); the warps' sums
+    # reuse the ring
+    smem_bytes="16 * STAGES * (max(256 * WARPS + 256, 384 * WARPS)"
+               " + max(BM * (4 * WARPS + 4), 32 * WARPS * (BM // 8 + 1)))",
+    dynamic_smem=True,
+    splits="SPLITS",
+    extra_args=("partials", "arrivals"),
+    dtypes=("float16", "bfloat16"),
+    min_cc=80,
+))
+
 # -- The memory-bound families (xgemm.memory_bound): the lectures' other shared-memory kernels. --
 # Their yardstick is the device's copy bandwidth. Expressions use M and N for the rows and
 # columns of the input (a 1-D input of reverse: N; sum: N elements in each of M segments).
