@@ -576,8 +576,8 @@ register(Variant(
                 {"FEW_COLUMNS": 1, "WARPS": 8}, {"FEW_COLUMNS": 1, "BM": 16}],
 ))
 
-# Rung 22: rung 21 fed through a ring of cp.async stages in shared memory. Its defaults
-# are reasoned, not yet swept: 4 warps (128 k's a stage), 4 slots, 2 blocks an SM.
+# Rung 22: rung 21 fed through a ring of cp.async stages in shared memory. Defaults: 4 warps
+# (128 k's a stage), 4 slots; the fastest point on the decode LM head (bench/skinny.py).
 register(Variant(
     name="skinny_ring",
     template="gemm/22_skinny_ring.cu.j2",
@@ -603,6 +603,11 @@ register(Variant(
     extra_args=("partials", "arrivals"),
     dtypes=("float16", "bfloat16"),
     min_cc=80,
+    # the best points of bench/skinny.py's sweep on the H100: the defaults for long B
+    # (the decode LM head), more splits or 8 warps for shorter ones, two row fragments
+    candidates=[{}, {"SPLITS": 4}, {"SPLITS": 8}, {"WARPS": 8, "STAGES": 3}, {"BM": 16},
+                {"FEW_COLUMNS": 1}, {"FEW_COLUMNS": 1, "WARPS": 8, "STAGES": 3},
+                {"FEW_COLUMNS": 1, "BM": 16}],
 ))
 
 # -- The memory-bound families (xgemm.memory_bound): the lectures' other shared-memory kernels. --
