@@ -3,9 +3,11 @@ cache, so that the suite loads them instead of compiling them one after another:
 point of every variant's space (float32, or the variant's first dtype) with each flag
 setting, and at the defaults every dtype x layout x flag, and every epilogue the tests
 use on the first layout; for the 8-bit rung, its points in int8 and e4m3 and the compile
-check's specialisations.
+check's specialisations. With --candidates, auto's candidate points of the variants named
+instead, at every dtype and layout (what a calibration run or add_candidates times).
 
     python3 bench/precompile.py [variant ...]   # all variants, or only those named
+    python3 bench/precompile.py --candidates skinny_ring
 """
 
 import itertools
@@ -21,8 +23,19 @@ from xgemm.compile import get_kernel
 from xgemm.registry import ACTIVATIONS, EIGHT_BIT, Spec
 
 
-def jobs():
-    for name in sys.argv[1:] or xgemm.variants():
+def candidate_jobs(names):
+    for name in names:
+        v = xgemm.get_variant(name)
+        for dtype in v.dtypes:
+            for point, a_layout, b_layout, flags in itertools.product(
+                    v.candidate_points(dtype), v.a_layouts, v.b_layouts, v.flag_values()):
+                yield name, v.resolve(point, dtype), Spec(
+                    dtype, a_layout == "col", b_layout == "col",
+                    flags=tuple(sorted(flags.items())))
+
+
+def jobs(names):
+    for name in names or xgemm.variants():
         v = xgemm.get_variant(name)
         first = dict(a_col=v.a_layouts[0] == "col", b_col=v.b_layouts[0] == "col")
         flag_sets = [tuple(sorted(f.items())) for f in v.flag_values()]
@@ -50,7 +63,9 @@ def jobs():
 
 
 device = cupy.cuda.Device().id
-todo = list({(name, tuple(p.items()), spec): (name, p, spec) for name, p, spec in jobs()}.values())
+names = [a for a in sys.argv[1:] if a != "--candidates"]
+found = candidate_jobs(names) if "--candidates" in sys.argv else jobs(names)
+todo = list({(name, tuple(p.items()), spec): (name, p, spec) for name, p, spec in found}.values())
 start = time.perf_counter()
 with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
     list(pool.map(lambda job: get_kernel(*job, device), todo))
