@@ -383,6 +383,8 @@ def test_a_split_k_launch_run_on_two_streams_at_once(rng):
     a, b = rng.matrix(128, 8192), rng.matrix(8192, 96)
     c = poisoned(128, 96)
     launch = xgemm.prepare(a, b, variant="splitk", out=c, SPLITS=16)
+    # made on the default stream, which a non-blocking stream does not wait for
+    cupy.cuda.get_current_stream().synchronize()
     streams = [cupy.cuda.Stream(non_blocking=True) for _ in range(2)]
     for _ in range(5):
         for stream in streams:

@@ -316,6 +316,8 @@ def test_split_k_counters_per_stream(rng, name):
     a, b = rng.matrix(30, 3000, dtype=dtype), rng.matrix(3000, 130, dtype=dtype)
     outs = [cupy.zeros((30, 130), dtype=a.dtype) for _ in range(2)]
     launches = [xgemm.prepare(a, b, name, c=out, beta=1.0, SPLITS=4) for out in outs]
+    # made on the default stream, which a non-blocking stream does not wait for
+    cupy.cuda.get_current_stream().synchronize()
     streams = [cupy.cuda.Stream(non_blocking=True) for _ in outs]
     for _ in range(20):
         for launch, stream in zip(launches, streams, strict=True):
