@@ -10,9 +10,9 @@ instead, at every dtype and layout (what a calibration run or add_candidates tim
     python3 bench/precompile.py --candidates skinny_ring
 """
 
+import argparse
 import itertools
 import os
-import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -62,9 +62,13 @@ def jobs(names):
                                            read_c=read_c, flags=flags)
 
 
+parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+parser.add_argument("names", nargs="*", help="variants (default: all)")
+parser.add_argument("--candidates", action="store_true",
+                    help="auto's candidate points of the variants named, every dtype and layout")
+args = parser.parse_args()
 device = cupy.cuda.Device().id
-names = [a for a in sys.argv[1:] if a != "--candidates"]
-found = candidate_jobs(names) if "--candidates" in sys.argv else jobs(names)
+found = candidate_jobs(args.names) if args.candidates else jobs(args.names)
 todo = list({(name, tuple(p.items()), spec): (name, p, spec) for name, p, spec in found}.values())
 start = time.perf_counter()
 with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
