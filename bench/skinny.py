@@ -13,7 +13,7 @@ copies count). Every result is checked against float64 first. With --ragged, N a
 one more than the sizes below: no row of either operand starts on 16 bytes.
 
     PYTHONPATH=. python bench/skinny.py [--json out.json] [--sides rows,columns]
-        [--variant skinny_mma --dtypes float16,bfloat16] [--ragged]
+        [--variant skinny_mma --dtypes float16,bfloat16] [--rows 1,4,8,16] [--ragged]
 """
 
 from __future__ import annotations
@@ -36,8 +36,8 @@ POINTS = {"skinny": ({}, {"SPLITS": 2}, {"SPLITS": 8}, {"BN": 64}, {"BN": 16, "W
                      {"BM": 16, "SPLITS": 2}),
           "skinny_mma": ({}, {"SPLITS": 2}, {"SPLITS": 8}, {"WARPS": 8}, {"UNROLL": 1},
                          {"BM": 16}, {"BM": 16, "SPLITS": 8}),
-          "skinny_ring": ({}, {"SPLITS": 4}, {"WARPS": 2}, {"WARPS": 2, "STAGES": 6},
-                          {"WARPS": 8, "STAGES": 3}, {"BM": 16})}
+          "skinny_ring": ({}, {"SPLITS": 4}, {"SPLITS": 8}, {"WARPS": 8, "STAGES": 3},
+                          {"BM": 16}, {"BM": 32}, {"BM": 32, "WARPS": 8, "STAGES": 3})}
 
 
 def kernel_ms(call) -> float:
@@ -93,6 +93,8 @@ def main() -> None:
     parser.add_argument("--dtypes", default="float16,bfloat16,float32")
     parser.add_argument("--sides", default="rows,columns",
                         help="few rows of C, few columns, or both")
+    parser.add_argument("--rows", default=",".join(map(str, ROWS)),
+                        help="counts of C's few rows (or columns) to time")
     parser.add_argument("--ragged", action="store_true",
                         help="N and K one more than the sizes: rows at every alignment")
     args = parser.parse_args()
@@ -101,7 +103,8 @@ def main() -> None:
     dtypes = [d for d in args.dtypes.split(",") if d in xgemm.get_variant(args.variant).dtypes]
     rows = [row(args.variant, dtype, along_k, few, n, k, side == "columns")
             for side in args.sides.split(",") for dtype in dtypes
-            for along_k in (True, False) for few in ROWS for n, k in sizes]
+            for along_k in (True, False) for few in map(int, args.rows.split(","))
+            for n, k in sizes]
     print(f"device copy {copy_gbs:.0f} GB/s (read + written)")
     print(f"{'dtype':9s} {'big':8s} {'shape':>17s} {'skinny':>8s} {'auto':>8s} {'cuBLAS':>8s}"
           f" {'x cuBLAS':>8s} {'x auto':>7s} {'big GB/s':>8s} {'x copy':>6s}  point")

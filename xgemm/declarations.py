@@ -585,10 +585,10 @@ register(Variant(
          " registers; whole aligned 16-byte chunks of rows at any alignment, shifted into"
          " place as they are read",
     defaults={"BM": 8, "WARPS": 4, "STAGES": 4, "SPLITS": 2, "FEW_COLUMNS": 0},
-    space={"BM": [8, 16], "WARPS": [2, 4, 8], "STAGES": [2, 3, 4, 6], "SPLITS": [2, 4, 8, 16],
-           "FEW_COLUMNS": [0, 1]},
-    constraints=["SPLITS >= 2",  # blocks share each tile: split-K's arguments
-                 "STAGES * WARPS <= 24"],  # the ring in an H100's 227 KiB a block
+    # BM up to 64: a product of 17-64 rows (or columns) read once, not in 2-8 passes
+    space={"BM": [8, 16, 32, 64], "WARPS": [2, 4, 8], "STAGES": [2, 3, 4, 6],
+           "SPLITS": [2, 4, 8, 16], "FEW_COLUMNS": [0, 1]},
+    constraints=["SPLITS >= 2"],  # blocks share each tile: split-K's arguments
     block=("32 * WARPS",),
     grid=("cdiv(M if FEW_COLUMNS else N, 64)", "cdiv(N if FEW_COLUMNS else M, BM)"),
     tile_shape=("64 if FEW_COLUMNS else BM", "BM if FEW_COLUMNS else 64", "32 * WARPS"),
