@@ -19,7 +19,8 @@ def test_ladder_order():
     assert ALL == ["naive", "coalesced", "tiled", "coarse1d", "coarse2d", "vectorized",
                    "transposed_b", "warptile", "pipelined", "splitk", "wmma", "mma", "mma_tf32",
                    "wgmma_ring", "wgmma", "wgmma_tf32", "dmma", "wgmma_splitk",
-                   "wgmma_rows", "wgmma_8bit", "mma_int8", "skinny", "skinny_mma", "skinny_ring"]
+                   "wgmma_rows", "wgmma_8bit", "mma_int8", "skinny", "skinny_mma", "skinny_ring",
+                   "tiny_k"]
     assert xgemm.DEFAULT_VARIANT == xgemm.AUTO == "auto"
 
 

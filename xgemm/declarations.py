@@ -610,6 +610,25 @@ register(Variant(
                 {"FEW_COLUMNS": 1, "BM": 16}],
 ))
 
+# Rung 23: products over a few k's, stored as aligned 16-byte chunks whatever C's rows.
+# Defaults reasoned, not yet swept: 8 warps of 4 rows (32 x 256 of C a block), 16 k's staged.
+register(Variant(
+    name="tiny_k",
+    template="gemm/23_tiny_k.cu.j2",
+    adds="for a handful of k's: each warp stages a row of results in shared memory and"
+         " stores it as 16-byte chunks on C's own 16-byte boundaries, at any alignment",
+    defaults={"WARPS": 8, "ROWS": 4, "KC": 16},
+    space={"WARPS": [4, 8], "ROWS": [1, 2, 4, 8], "KC": [8, 16, 32]},
+    constraints=["BYTES < 8 or ROWS < 8"],  # float64 takes two registers a value
+    block=("32 * WARPS",),
+    # a block's 256 columns start up to 7 before 256 x (C's row laid from a boundary)
+    grid=("cdiv(N + 7, 256)", "cdiv(M, WARPS * ROWS)"),
+    tile_shape=("WARPS * ROWS", "256", "KC"),
+    # A's rows and B's columns (8 before the stretch) at KC k's, then in the same bytes a
+    # warp's staged row of C (256 values of T, or of float for a wider C)
+    smem_bytes="max(BYTES * KC * (WARPS * ROWS + 264), 256 * WARPS * max(BYTES, 4))",
+))
+
 # -- The memory-bound families (xgemm.memory_bound): the lectures' other shared-memory kernels. --
 # Their yardstick is the device's copy bandwidth. Expressions use M and N for the rows and
 # columns of the input (a 1-D input of reverse: N; sum: N elements in each of M segments).
