@@ -37,7 +37,7 @@ POINTS = {"skinny": ({}, {"SPLITS": 2}, {"SPLITS": 8}, {"BN": 64}, {"BN": 16, "W
           "skinny_mma": ({}, {"SPLITS": 2}, {"SPLITS": 8}, {"WARPS": 8}, {"UNROLL": 1},
                          {"BM": 16}, {"BM": 16, "SPLITS": 8}),
           "skinny_ring": ({}, {"SPLITS": 4}, {"SPLITS": 8}, {"WARPS": 8, "STAGES": 3},
-                          {"BM": 16}, {"BM": 32}, {"BM": 32, "WARPS": 8, "STAGES": 3})}
+                          {"BM": 16})}
 
 
 def kernel_ms(call) -> float:

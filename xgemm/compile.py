@@ -57,7 +57,8 @@ def _kernel(name: str, params: tuple[tuple[str, int], ...], spec: Spec, device: 
     kernel = cupy.RawKernel(source, variant.kernel_name, options=(*target, *nvrtc_options()))
     kernel.compile()  # now, for the current device, so that errors surface here
     smem = variant.shared_memory(dict(params), spec.dtype)
-    if variant.dynamic_smem and smem > MAX_STATIC_SMEM_BYTES:  # opt in beyond 48 KiB
+    # opt in beyond 48 KiB, counting the kernel's static arrays: the two together must fit
+    if variant.dynamic_smem and smem + kernel.shared_size_bytes > MAX_STATIC_SMEM_BYTES:
         kernel.max_dynamic_shared_size_bytes = smem
     return kernel
 

@@ -585,10 +585,10 @@ register(Variant(
          " registers; whole aligned 16-byte chunks of rows at any alignment, shifted into"
          " place as they are read",
     defaults={"BM": 8, "WARPS": 4, "STAGES": 4, "SPLITS": 2, "FEW_COLUMNS": 0},
-    # BM up to 64: a product of 17-64 rows (or columns) read once, not in 2-8 passes
-    space={"BM": [8, 16, 32, 64], "WARPS": [2, 4, 8], "STAGES": [2, 3, 4, 6],
-           "SPLITS": [2, 4, 8, 16], "FEW_COLUMNS": [0, 1]},
-    constraints=["SPLITS >= 2"],  # blocks share each tile: split-K's arguments
+    space={"BM": [8, 16], "WARPS": [2, 4, 8], "STAGES": [2, 3, 4, 6], "SPLITS": [2, 4, 8, 16],
+           "FEW_COLUMNS": [0, 1]},
+    constraints=["SPLITS >= 2",  # blocks share each tile: split-K's arguments
+                 "STAGES * WARPS <= 24"],  # the ring in an H100's 227 KiB a block
     block=("32 * WARPS",),
     grid=("cdiv(M if FEW_COLUMNS else N, 64)", "cdiv(N if FEW_COLUMNS else M, BM)"),
     tile_shape=("64 if FEW_COLUMNS else BM", "BM if FEW_COLUMNS else 64", "32 * WARPS"),
@@ -611,22 +611,33 @@ register(Variant(
 ))
 
 # Rung 23: products over a few k's, stored as aligned 16-byte chunks whatever C's rows.
-# Defaults reasoned, not yet swept: 8 warps of 4 rows (32 x 256 of C a block), 16 k's staged.
+# Defaults: 8 warps of 2 rows, 16 k's staged, two blocks an SM (the best single point of the
+# first timing on the H100's tiny-K calibration rows, and within float64's registers).
 register(Variant(
     name="tiny_k",
     template="gemm/23_tiny_k.cu.j2",
     adds="for a handful of k's: each warp stages a row of results in shared memory and"
-         " stores it as 16-byte chunks on C's own 16-byte boundaries, at any alignment",
-    defaults={"WARPS": 8, "ROWS": 4, "KC": 16},
-    space={"WARPS": [4, 8], "ROWS": [1, 2, 4, 8], "KC": [8, 16, 32]},
-    constraints=["BYTES < 8 or ROWS < 8"],  # float64 takes two registers a value
+         " stores it as 16-byte chunks on C's own 16-byte boundaries, at any alignment;"
+         " blocks walk down C's rows with B's stretch held",
+    defaults={"WARPS": 8, "ROWS": 2, "KC": 16, "PER_SM": 2},
+    space={"WARPS": [4, 8], "ROWS": [1, 2, 4, 8], "KC": [8, 16, 32], "PER_SM": [1, 2, 4]},
+    # a thread's accumulators (two registers a float64) and some 36 others within what
+    # PER_SM blocks an SM leave it: built without spills
+    constraints=["BYTES < 8 or ROWS < 8",
+                 "(8 * ROWS + 36) * (2 if BYTES == 8 else 1) <= min(255, 2048 // (WARPS * PER_SM))"],
     block=("32 * WARPS",),
-    # a block's 256 columns start up to 7 before 256 x (C's row laid from a boundary)
-    grid=("cdiv(N + 7, 256)", "cdiv(M, WARPS * ROWS)"),
+    # a block's 256 columns start up to 7 before 256 x (C's row laid from a boundary); PER_SM
+    # blocks an SM, each walking down the rows
+    grid=("cdiv(N + 7, 256)",
+          "min(cdiv(M, WARPS * ROWS), max(1, PER_SM * SMS // (cdiv(N + 7, 256) * BATCH)))"),
     tile_shape=("WARPS * ROWS", "256", "KC"),
-    # A's rows and B's columns (8 before the stretch) at KC k's, then in the same bytes a
+    # A's rows and B's columns (8 before the stretch) at KC k's, and apart from them each
     # warp's staged row of C (256 values of T, or of float for a wider C)
-    smem_bytes="max(BYTES * KC * (WARPS * ROWS + 264), 256 * WARPS * max(BYTES, 4))",
+    smem_bytes="BYTES * KC * (WARPS * ROWS + 264) + 256 * WARPS * max(BYTES, 4)",
+    dynamic_smem=True,
+    # the best points of the first timing on the tiny-K calibration rows: four blocks an SM
+    # for large C, 32 k's staged at K 18-32, one row a warp for small C (and float64)
+    candidates=[{}, {"PER_SM": 4}, {"KC": 32}, {"ROWS": 1}],
 ))
 
 # -- The memory-bound families (xgemm.memory_bound): the lectures' other shared-memory kernels. --
