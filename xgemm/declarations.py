@@ -630,7 +630,9 @@ register(Variant(
     # blocks an SM, each walking down the rows
     grid=("cdiv(N + 7, 256)",
           "min(cdiv(M, WARPS * ROWS), max(1, PER_SM * SMS // (cdiv(N + 7, 256) * BATCH)))"),
-    tile_shape=("WARPS * ROWS", "256", "KC"),
+    # K step 1 for the cost model: a stage multiplies only the k's there are, so the time
+    # grows with each k, not with each KC
+    tile_shape=("WARPS * ROWS", "256", "1"),
     # A's rows and B's columns (8 before the stretch) at KC k's, and apart from them each
     # warp's staged row of C (256 values of T, or of float for a wider C)
     smem_bytes="BYTES * KC * (WARPS * ROWS + 264) + 256 * WARPS * max(BYTES, 4)",
