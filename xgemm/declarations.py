@@ -624,7 +624,8 @@ register(Variant(
     # a thread's accumulators (two registers a float64) and some 36 others within what
     # PER_SM blocks an SM leave it: built without spills
     constraints=["BYTES < 8 or ROWS < 8",
-                 "(8 * ROWS + 36) * (2 if BYTES == 8 else 1) <= min(255, 2048 // (WARPS * PER_SM))"],
+                 "(8 * ROWS + 36) * (2 if BYTES == 8 else 1)"
+                 " <= min(255, 2048 // (WARPS * PER_SM))"],
     block=("32 * WARPS",),
     # a block's 256 columns start up to 7 before 256 x (C's row laid from a boundary); PER_SM
     # blocks an SM, each walking down the rows
