@@ -168,3 +168,33 @@ def test_bench_batched_and_transposed_cases(dtype):
     assert [r.extra.get("read_as") for r in rs if r.variant == "transposed_b"] == \
         ["NT", None, None]
     assert "(reads NT)" in bench.table(rs)
+
+
+@pytest.mark.parametrize("baselines", [{}, {"auto": print}], ids=["none", "named auto"])
+def test_call_against_baselines_refuses_a_bad_field(baselines):
+    from xgemm import overhead
+
+    with pytest.raises(ValueError, match="one baseline or more"):
+        overhead.call_against_baselines(baselines, print)
+
+
+@pytest.mark.gpu
+def test_call_against_baselines_takes_the_fastest_call():
+    """The same kernel behind two calls, one of them slowed on the host: the call
+    baseline is the fast one, whichever kernel time ran faster."""
+    import time
+
+    import cupy
+
+    from xgemm import overhead
+
+    a = cupy.random.standard_normal((64, 64), dtype=cupy.float32)
+
+    def slow():
+        time.sleep(200e-6)
+        return a @ a
+
+    found = overhead.call_against_baselines({"slow": slow, "fast": lambda: a @ a},
+                                            lambda: a @ a, calls=20, rounds=3)
+    assert found["call_baseline"] == "fast"
+    assert found["cublas_call_ms"] < 0.2  # a 200 us sleep would show in every call

@@ -12,7 +12,9 @@ and ``--suite models``), and how far its pick is from the best it could have mad
 Each row is measured on PyTorch tensors (the practitioner's case), with ``out=`` given:
 the kernel time of ``auto``'s prepared plan (its copies included) and of the baseline,
 cuBLAS through ``torch.matmul`` or ``cupy.matmul`` (``F.linear`` too for a forward),
-whichever ran faster; the whole call queued back to back, both taking turns; and
+whichever ran the kernel faster; the whole call queued back to back, auto and every
+baseline taking turns, against the baseline whose call was fastest (``call_baseline``:
+CuPy's call costs the host about twice PyTorch's); and
 **regret**: auto's kernel time over the fastest kernel time among the candidates, every
 point that a rung declares for ``auto`` (``Variant.candidates``) timed on the same
 operands, read as they lie. A regret of 1 means auto picked the best it had.
@@ -266,9 +268,8 @@ def measure(part: str, case: Product, *, regret: bool = True, repeat: int = 10,
             auto_ms = row["auto_ms"] = min(twins)
         best = min([auto_ms, *times])
         row.update(best_ms=best, regret=auto_ms / best)
-    call = overhead.queued_ms_in_turns(
-        {"cublas_call_ms": baselines[baseline],
-         "auto_call_ms": lambda: xgemm.matmul(a, b, out=c, precision=precision)},
+    call = overhead.call_against_baselines(
+        baselines, lambda: xgemm.matmul(a, b, out=c, precision=precision),
         _calls(timed[baseline]), rounds)
     row.update(call, status="ok", x_kernel=timed[baseline] / auto_ms,
                x_call=call["cublas_call_ms"] / call["auto_call_ms"])

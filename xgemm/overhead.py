@@ -94,6 +94,27 @@ def queued_ms_in_turns(contenders: dict[str, Callable[[], Any]], calls: int = 50
     return {name: statistics.median(t) for name, t in times.items()}
 
 
+def call_against_baselines(baselines: dict[str, Callable[[], Any]], auto: Callable[[], Any],
+                           calls: int = 50, rounds: int = 7) -> dict[str, Any]:
+    """Queued milliseconds per call of ``auto`` and of the fastest of ``baselines`` (each
+    timed in turns with the others, ``queued_ms_in_turns``): ``cublas_call_ms``,
+    ``auto_call_ms`` and ``call_baseline``, that baseline's name. The fastest call, not
+    the baseline with the fastest kernel: cupy.matmul and torch.matmul run the same
+    cuBLAS kernel, but their host costs differ by 2x where the host bounds the call.
+
+    >>> call_against_baselines({"cupy.matmul": lambda: cupy.matmul(a, b),  # doctest: +SKIP
+    ...                         "torch.matmul": lambda: torch.matmul(ta, tb)},
+    ...                        lambda: xgemm.matmul(a, b))
+    {'cublas_call_ms': 0.0091, 'auto_call_ms': 0.0098, 'call_baseline': 'torch.matmul'}
+    """
+    if not baselines or "auto" in baselines:
+        raise ValueError("name one baseline or more, none of them 'auto'")
+    times = queued_ms_in_turns({**baselines, "auto": auto}, calls, rounds)
+    fastest = min(baselines, key=times.__getitem__)
+    return {"cublas_call_ms": times[fastest], "auto_call_ms": times["auto"],
+            "call_baseline": fastest}
+
+
 def _inputs(m: int, n: int, k: int, batch: int, dtype: str, weight: bool = False):
     """The same values as CuPy arrays and as PyTorch tensors (None without PyTorch);
     ``weight``: B is ``w.T`` of a row-major N x K ``w``, as a linear layer reads it."""

@@ -10,9 +10,11 @@ Each case is measured on one set of fresh random inputs, shared by both contende
   the same way: what a loop of such products costs, host and GPU together; the two take
   turns, round after round, so that a GPU slowing as it warms slows both alike.
 
-The baseline is cuBLAS through ``cupy.matmul`` or ``torch.matmul``, whichever ran the
-kernel faster (CuPy has no batched bfloat16, and takes ten times PyTorch's time over a
-batch of float16 products); for ``tf32`` cuBLAS runs in TF32 in both (``CUPY_TF32=1``,
+The baseline is cuBLAS through ``cupy.matmul`` or ``torch.matmul``: for the kernel time,
+whichever ran the kernel faster; for the call, whichever made the faster call, the two
+timed in turns with ``auto`` (they run the same kernel, but CuPy's call costs the host
+about twice PyTorch's; CuPy has no batched bfloat16, and takes ten times PyTorch's time
+over a batch of float16 products); for ``tf32`` cuBLAS runs in TF32 in both (``CUPY_TF32=1``,
 read by CuPy at its first float32 product, which is why a part is one process). The
 result is checked against cuBLAS's before anything is timed.
 
@@ -121,7 +123,6 @@ def measure(part: str, case: Case, repeat: int = 30, rounds: int = 5) -> dict[st
     baselines = _baselines(a, b, precision)
     timed = {name: kernel_ms(fn) for name, fn in baselines.items()}
     baseline_name = min(timed, key=timed.__getitem__)
-    baseline = baselines[baseline_name]
     launch = xgemm.prepare(a, b, out=c, precision=precision)
     c.fill(cupy.nan)
     launch()
@@ -136,9 +137,8 @@ def measure(part: str, case: Case, repeat: int = 30, rounds: int = 5) -> dict[st
         return row
     kernel = {"cublas_ms": timed[baseline_name], "auto_ms": kernel_ms(launch)}
     calls = _calls(kernel["cublas_ms"])
-    call = overhead.queued_ms_in_turns(
-        {"cublas_call_ms": baseline,
-         "auto_call_ms": lambda: xgemm.matmul(a, b, precision=precision)}, calls, rounds)
+    call = overhead.call_against_baselines(
+        baselines, lambda: xgemm.matmul(a, b, precision=precision), calls, rounds)
     row.update(kernel, **call, status="ok",
                x_kernel=kernel["cublas_ms"] / kernel["auto_ms"],
                x_call=call["cublas_call_ms"] / call["auto_call_ms"])
