@@ -198,3 +198,12 @@ def test_call_against_baselines_takes_the_fastest_call():
                                             lambda: a @ a, calls=20, rounds=3)
     assert found["call_baseline"] == "fast"
     assert found["cublas_call_ms"] < 0.2  # a 200 us sleep would show in every call
+
+
+@pytest.mark.parametrize("kernel_ms, work_ms, most, calls",
+                         [(0.5, 20.0, 200, 40), (0.001, 20.0, 200, 200), (50.0, 20.0, 200, 3),
+                          (0.001, 30.0, 50, 50)])
+def test_calls_per_round_fills_the_round_within_its_bounds(kernel_ms, work_ms, most, calls):
+    from xgemm import overhead
+
+    assert overhead.calls_per_round(kernel_ms, work_ms, most) == calls

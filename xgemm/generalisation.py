@@ -270,7 +270,7 @@ def measure(part: str, case: Product, *, regret: bool = True, repeat: int = 10,
         row.update(best_ms=best, regret=auto_ms / best)
     call = overhead.call_against_baselines(
         baselines, lambda: xgemm.matmul(a, b, out=c, precision=precision),
-        _calls(timed[baseline]), rounds)
+        overhead.calls_per_round(timed[baseline]), rounds)
     row.update(call, status="ok", x_kernel=timed[baseline] / auto_ms,
                x_call=call["cublas_call_ms"] / call["auto_call_ms"])
     return row
@@ -378,12 +378,6 @@ def _error(c: Any, expected: Any, step: int = 1 << 26) -> float:
         diff += float((x - y).square().sum())
         scale += float(y.square().sum())
     return math.sqrt(diff) / (math.sqrt(scale) if scale > 0 else 1.0)
-
-
-def _calls(kernel_ms: float) -> int:
-    """Calls per queued round: about 20 ms of work, 3 to 200 calls (a round of a product
-    the host bounds at 10 us a call lasts 2 ms: its median steadies)."""
-    return max(3, min(200, math.ceil(20 / max(kernel_ms, 1e-3))))
 
 
 def run(part: str, cases: Sequence[Product], *, regret: bool = True, repeat: int = 10,

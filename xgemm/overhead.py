@@ -21,6 +21,7 @@ Example:
 
 from __future__ import annotations
 
+import math
 import statistics
 import time
 from collections.abc import Callable
@@ -92,6 +93,17 @@ def queued_ms_in_turns(contenders: dict[str, Callable[[], Any]], calls: int = 50
         for name, call in contenders.items():
             times[name].append(queued_ms(call, calls, rounds=1))
     return {name: statistics.median(t) for name, t in times.items()}
+
+
+def calls_per_round(kernel_ms: float, work_ms: float = 20.0, most: int = 200) -> int:
+    """Calls to queue in one round of ``queued_ms``: about ``work_ms`` of kernels of
+    ``kernel_ms`` each, at least 3 and at most ``most`` (a round of a call the host
+    bounds at 10 us, 200 calls, lasts 2 ms).
+
+    >>> calls_per_round(0.5), calls_per_round(0.001), calls_per_round(50.0)
+    (40, 200, 3)
+    """
+    return max(3, min(most, math.ceil(work_ms / max(kernel_ms, 1e-3))))
 
 
 def call_against_baselines(baselines: dict[str, Callable[[], Any]], auto: Callable[[], Any],

@@ -96,11 +96,6 @@ CASES: dict[str, list[Case]] = {
 }
 
 
-def _calls(kernel_ms: float) -> int:
-    """Calls per queued round: about 30 ms of work, 3 to 50 calls."""
-    return max(3, min(50, math.ceil(30 / max(kernel_ms, 1e-3))))
-
-
 def measure(part: str, case: Case, repeat: int = 30, rounds: int = 5) -> dict[str, Any]:
     """One row: ``auto``'s pick and both contenders' kernel and call milliseconds."""
     if part in EIGHT_BIT_TOLERANCE:
@@ -136,7 +131,7 @@ def measure(part: str, case: Case, repeat: int = 30, rounds: int = 5) -> dict[st
         row["status"] = f"wrong result: error {error:.3g} against cuBLAS"
         return row
     kernel = {"cublas_ms": timed[baseline_name], "auto_ms": kernel_ms(launch)}
-    calls = _calls(kernel["cublas_ms"])
+    calls = overhead.calls_per_round(kernel["cublas_ms"], 30, 50)
     call = overhead.call_against_baselines(
         baselines, lambda: xgemm.matmul(a, b, precision=precision), calls, rounds)
     row.update(kernel, **call, status="ok",
@@ -204,8 +199,9 @@ def measure_eight_bit(part: str, case: Case, repeat: int = 30, rounds: int = 5
     wide_a, wide_b = a.to(torch.bfloat16), b.to(torch.bfloat16)
     kernel = {"cublas_ms": kernel_ms(baseline), "auto_ms": kernel_ms(launch),
               "bf16_ms": kernel_ms(lambda: xgemm.matmul(wide_a, wide_b, variant="wgmma"))}
+    calls = overhead.calls_per_round(kernel["cublas_ms"], 30, 50)
     call = overhead.queued_ms_in_turns({"cublas_call_ms": baseline, "auto_call_ms": auto},
-                                       _calls(kernel["cublas_ms"]), rounds)
+                                       calls, rounds)
     row.update(kernel, **call, status="ok",
                x_kernel=kernel["cublas_ms"] / kernel["auto_ms"],
                x_call=call["cublas_call_ms"] / call["auto_call_ms"],
