@@ -644,6 +644,27 @@ register(Variant(
     candidates=[{}, {"PER_SM": 4}, {"KC": 32}],
 ))
 
+register(Variant(
+    name="wgmma_inplace",
+    template="gemm/24_wgmma_inplace.cu.j2",
+    adds="rung 13 on 16-bit operands read where they lie, at any alignment: one producer"
+         " warpgroup fetches each 128-byte line's aligned chunks by cp.async into a staging"
+         " ring, another shifts them onto 16-byte boundaries into the swizzled slot; no padded"
+         " copy a call",
+    # Not among auto's candidates: it beats the padded copy only where that copy is most of
+    # the call (docs/notes.md, "Rung 24"). One consumer warpgroup: the fetching warps keep
+    # their lines' addresses in registers.
+    defaults={"BM": 64, "BN": 64, "CONSUMERS": 1, "STAGES": 2, "RAW": 4, "GROUP": 8,
+              "SPREAD": 0},
+    space={"BM": [64, 128], "BN": [64, 128], "CONSUMERS": [1], "STAGES": [2, 3],
+           "RAW": [2, 3, 4], "GROUP": [8], "SPREAD": [0]},
+    **{**HOPPER, "constraints": [*HOPPER["constraints"], "RAW >= 1"],
+       "block": ("128 * (CONSUMERS + 2)",)},
+    # rung 13's ring; 128-byte aligned after it the staging ring (144 bytes and a 2-byte
+    # shape a line, BM + BN lines in either layout) and its 2 x RAW mbarriers
+    smem_bytes=RING_BYTES + " + RAW * (BM + BN) * (144 + 2) + 16 * RAW + 128",
+))
+
 # -- The memory-bound families (xgemm.memory_bound): the lectures' other shared-memory kernels. --
 # Their yardstick is the device's copy bandwidth. Expressions use M and N for the rows and
 # columns of the input (a 1-D input of reverse: N; sum: N elements in each of M segments).
