@@ -660,9 +660,9 @@ register(Variant(
            "RAW": [2, 3, 4], "GROUP": [8], "SPREAD": [0]},
     **{**HOPPER, "constraints": [*HOPPER["constraints"], "RAW >= 1"],
        "block": ("128 * (CONSUMERS + 2)",)},
-    # rung 13's ring; 128-byte aligned after it the staging ring (144 bytes and a 2-byte
-    # shape a line, BM + BN lines in either layout) and its 2 x RAW mbarriers
-    smem_bytes=RING_BYTES + " + RAW * (BM + BN) * (144 + 2) + 16 * RAW + 128",
+    # rung 13's ring; 128-byte aligned after it the staging ring (144 bytes a line, BM + BN
+    # lines in either layout) and its 2 x RAW mbarriers
+    smem_bytes=RING_BYTES + " + RAW * (BM + BN) * 144 + 16 * RAW + 128",
 ))
 
 # -- The memory-bound families (xgemm.memory_bound): the lectures' other shared-memory kernels. --
