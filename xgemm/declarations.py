@@ -651,9 +651,9 @@ register(Variant(
          " warpgroup fetches each 128-byte line's aligned chunks by cp.async into a staging"
          " ring, another shifts them onto 16-byte boundaries into the swizzled slot; no padded"
          " copy a call",
-    # Its defaults for auto, which weighs them against the rungs that pad (it wins only where
-    # the padded copy is most of the call: docs/notes.md, "Rung 24"). One consumer
-    # warpgroup: the producer warps keep their lines' starts in registers.
+    # Its defaults for auto, weighed against the rungs that pad and those that read in place
+    # (docs/notes.md, "Rung 24"). One consumer warpgroup: the producer warps keep their
+    # lines' starts in registers.
     candidates=[{}],
     defaults={"BM": 64, "BN": 64, "CONSUMERS": 1, "STAGES": 2, "RAW": 4, "GROUP": 8,
               "SPREAD": 0},
