@@ -659,7 +659,8 @@ register(Variant(
               "SPREAD": 0},
     space={"BM": [64, 128], "BN": [64, 128], "CONSUMERS": [1], "STAGES": [2, 3],
            "RAW": [2, 3, 4], "GROUP": [8], "SPREAD": [0]},
-    **{**HOPPER, "constraints": [*HOPPER["constraints"], "RAW >= 1"],
+    **{**HOPPER, "constraints": [*HOPPER["constraints"], "RAW >= 1",
+                                 "CONSUMERS == 1"],  # the producers' lines in registers
        "block": ("128 * (CONSUMERS + 2)",)},
     # rung 13's ring; 128-byte aligned after it the staging ring (144 bytes a line, BM + BN
     # lines in either layout) and its 2 x RAW mbarriers
