@@ -19,8 +19,11 @@ wgmma_bfloat16_4096.csv, C stored from registers: 4 stages), wgmma (the fastest 
 wgmma_tma_store_{float16,bfloat16}_{4096,8192}.csv), dmma (dmma_float64_4096.csv, which
 swept the instruction's k too: m16n8k8 won) and
 wgmma_tf32 (the fastest of wgmma_bfloat16_4096.csv and wgmma_tf32_tma_store_4096.csv:
-its float32 C staged for TMA leaves room for two stages only, which lost); the sweeps
-are in bench/results/h100/sweeps/.
+its float32 C staged for TMA leaves room for two stages only, which lost) and
+wgmma_inplace (the fastest of bench/inplace.py's points, or within 1% of it, on the
+products it is for: those that read a big operand TMA cannot read; at 4096³ its 128 x 128
+tiles are faster, but TMA reads those operands); the sweeps are in
+bench/results/h100/sweeps/.
 Three wgmma switches that measured no gain left the template (docs/notes.md): consumers
 taking whole tiles in turn (1-10% slower at 128 x 128), clusters of two sharing B by
 multicast (within 1%), C stored one value at a time.
