@@ -20,10 +20,10 @@ wgmma_tma_store_{float16,bfloat16}_{4096,8192}.csv), dmma (dmma_float64_4096.csv
 swept the instruction's k too: m16n8k8 won) and
 wgmma_tf32 (the fastest of wgmma_bfloat16_4096.csv and wgmma_tf32_tma_store_4096.csv:
 its float32 C staged for TMA leaves room for two stages only, which lost) and
-wgmma_inplace (the fastest of bench/inplace.py's points, or within 1% of it, on the
-products it is for: those that read a big operand TMA cannot read; at 4096³ its 128 x 128
-tiles are faster, but TMA reads those operands); the sweeps are in
-bench/results/h100/sweeps/.
+wgmma_inplace (within 3% of the fastest of bench/inplace.py's six points on its four
+products with fewer than 64 rows or columns; wider ones want 128-wide tiles, 1.5x faster
+on 2767 x 206 x 13614 and 2x on 4095³: evidence/inplace_bfloat16_h200_3e771ad.json); the
+sweeps are in bench/results/h100/sweeps/.
 Three wgmma switches that measured no gain left the template (docs/notes.md): consumers
 taking whole tiles in turn (1-10% slower at 128 x 128), clusters of two sharing B by
 multicast (within 1%), C stored one value at a time.
