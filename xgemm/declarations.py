@@ -21,8 +21,8 @@ swept the instruction's k too: m16n8k8 won) and
 wgmma_tf32 (the fastest of wgmma_bfloat16_4096.csv and wgmma_tf32_tma_store_4096.csv:
 its float32 C staged for TMA leaves room for two stages only, which lost) and
 wgmma_inplace (within 3% of the fastest of bench/inplace.py's six points on its four
-products with fewer than 64 rows or columns; wider ones want 128-wide tiles, 1.5x faster
-on 2767 x 206 x 13614 and 2x on 4095³: evidence/inplace_bfloat16_h200_3e771ad.json); the
+products with a side under 128; wider ones want 128-wide tiles, 1.5x faster on
+2767 x 206 x 13614 and 2x on 4095³: evidence/inplace_bfloat16_h200_3e771ad.json); the
 sweeps are in bench/results/h100/sweeps/.
 Three wgmma switches that measured no gain left the template (docs/notes.md): consumers
 taking whole tiles in turn (1-10% slower at 128 x 128), clusters of two sharing B by
