@@ -1,8 +1,9 @@
-"""What padding an operand for TMA costs: the driver's 2-D copy that a plan queues for an
+"""What padding an operand for TMA costs: the pad kernel that a plan queues for an
 operand whose rows are not 16-byte multiples (``xgemm.launch.pad_rows``), timed alone on
 a seeded sample of 16-bit operands (lines from 1 to 16384, each of 1 to 16384 values,
-an odd count), with CUDA events, L2 flushed, median of 30; and the host's time to queue
-one. Fits the cost model's copy constants to them (``xgemm.cost.fit_copies``), which
+an odd count), with CUDA events, L2 flushed, median of 30, beside a device-to-device
+``cudaMemcpyAsync`` of as many contiguous bytes (DRAM's pace); and the host's time to
+queue one. Fits the cost model's copy constants to them (``xgemm.cost.fit_copies``), which
 ``xgemm calibrate --copies out.json`` then uses.
 
     PYTHONPATH=. python bench/pad_copy.py --json out.json
@@ -42,7 +43,7 @@ def measure(shapes: list[tuple[int, int]]) -> list[dict]:
 
     from xgemm import timing
     from xgemm.launch import pad_rows
-    from xgemm.plan import Pad
+    from xgemm.plan import padding
 
     stream = cupy.cuda.get_current_stream().ptr
     rows = []
@@ -50,7 +51,8 @@ def measure(shapes: list[tuple[int, int]]) -> list[dict]:
         x = cupy.random.standard_normal((lines, width), dtype=cupy.float32).astype(cupy.float16)
         pitch = -(-width // 8) * 8
         y = cupy.empty((lines, pitch), dtype=cupy.float16)
-        pad = Pad(lines, width * 2, width * 2, pitch * 2, lines * pitch)
+        pad = padding(lines, width * 2, width * 2, pitch * 2, lines * pitch,
+                      cupy.cuda.Device().id)
 
         def copy(pad=pad, x=x, y=y):
             pad_rows(pad, x.data.ptr, y.data.ptr, stream)
@@ -59,6 +61,13 @@ def measure(shapes: list[tuple[int, int]]) -> list[dict]:
         if not bool((y[:, :width] == x).all()):
             raise RuntimeError(f"the padded copy of {lines} x {width} differs")
         ms = statistics.median(timing.time_launches(copy, warmup=3, repeat=30, flush_l2=True))
+
+        def memcpy(x=x, y=y, size=lines * width * 2):  # the same bytes in one run: the yardstick
+            cupy.cuda.runtime.memcpyAsync(y.data.ptr, x.data.ptr, size,
+                                          cupy.cuda.runtime.memcpyDeviceToDevice, stream)
+
+        memcpy_ms = statistics.median(timing.time_launches(memcpy, warmup=3, repeat=30,
+                                                           flush_l2=True))
         cupy.cuda.get_current_stream().synchronize()
         start = time.perf_counter()
         for _ in range(50):  # few enough that the GPU's queue never fills
@@ -66,9 +75,10 @@ def measure(shapes: list[tuple[int, int]]) -> list[dict]:
         host_us = (time.perf_counter() - start) / 50 * 1e6
         cupy.cuda.get_current_stream().synchronize()
         rows.append({"lines": lines, "width": width, "bytes": lines * width * 2,
-                     "us": ms * 1e3, "host_us": host_us})
+                     "us": ms * 1e3, "host_us": host_us, "memcpy_us": memcpy_ms * 1e3})
         print(f"{lines:6d} lines x {width:6d}  {lines * width * 2 / 1e6:9.3f} MB  "
-              f"{ms * 1e3:8.2f} us  host {host_us:5.2f} us", flush=True)
+              f"{ms * 1e3:8.2f} us (memcpy of as many bytes {memcpy_ms * 1e3:8.2f})  "
+              f"host {host_us:5.2f} us", flush=True)
     return rows
 
 

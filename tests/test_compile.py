@@ -143,6 +143,16 @@ def test_compiles_without_spills(reports, case, arch):
     assert report.registers <= 255
 
 
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+def test_the_pad_kernel_compiles_without_spills(arch):
+    """The kernel that pads operands' lines for TMA, which no variant declares."""
+    pytest.importorskip("cuda.bindings.nvrtc", reason="the compile check needs cuda-bindings")
+    from xgemm.compile import pad_source
+
+    report = xgemm.compile_offline(pad_source(), arch, name="pad_rows.cu")
+    assert report.spill_store_bytes == report.spill_load_bytes == report.stack_bytes == 0
+
+
 def test_the_target_wins_over_the_gpus_own_arch():
     """At run time CuPy puts the GPU's own -arch=sm_90 after a variant's -arch=sm_90a:
     NVRTC must still build for sm_90a, where wgmma exists (sm_90 alone refuses it)."""

@@ -173,6 +173,21 @@ def test_the_fit_recovers_constants_it_made_up():
         assert cost.predict(fitted, w, shape, cal) == pytest.approx(t, rel=0.2)
 
 
+def test_a_faster_copy_since_the_samples_changes_only_the_copy_constants(monkeypatch):
+    """Rows timed with one copy and fitted for a faster one: the candidates' constants and
+    the copy penalty are fitted as the rows' copy costs, the copy is priced as it is now."""
+    sample = RESULTS / "calibration" / "random_bfloat16_seed1.json"
+    rows = json.loads(sample.read_text())["rows"][:20]
+    monkeypatch.setattr(cost, "occupancies", lambda rows: {})  # no offline builds
+    then, now = (4e-6, 7e11, 4e-10), (3e-6, 2e12, 1e-11)
+    before, _ = cost.fit(rows, "H100", 132, 3e12, copies=then)
+    after, _ = cost.fit(rows, "H100", 132, 3e12, copies=now, sampled_copies=then)
+    assert after.points == before.points and after.copy_penalty == before.copy_penalty
+    assert (after.copy_launch, after.copy_bandwidth, after.copy_line) == now
+    with pytest.raises(ValueError, match="pass copies too"):
+        cost.fit(rows, "H100", 132, 3e12, sampled_copies=then)
+
+
 def test_a_seed_makes_the_same_sample():
     assert generalisation.random_cases(5) == generalisation.random_cases(5)
     assert generalisation.random_cases(5) != generalisation.random_cases(6)

@@ -399,6 +399,33 @@ def test_a_split_k_launch_run_on_two_streams_at_once(rng):
 
 
 @gpu
+@pytest.mark.parametrize(("lines", "width", "pitch", "offset"), [
+    (1, 2, 2, 0),          # one 16-bit value
+    (7, 30, 30, 2),        # narrower than a chunk, lines at every offset
+    (33, 46, 52, 14),      # a line across three source chunks, a view 14 bytes in
+    (5, 130, 130, 6),      # chunk after chunk, the last one short
+    (3000, 998, 998, 0),   # many blocks, each thread several chunks
+])
+def test_pad_kernel_copies_lines_at_any_alignment(lines, width, pitch, offset):
+    """The pad kernel copies ``lines`` of ``width`` bytes, ``pitch`` apart from ``offset``
+    bytes into an allocation, into lines padded to 16 bytes: every byte of every line,
+    whatever the source's alignment; the padding is not the caller's concern."""
+    cupy = pytest.importorskip("cupy")
+    from xgemm.launch import pad_rows
+
+    rng = cupy.random.RandomState(lines * width + offset)
+    source = rng.randint(0, 256, size=offset + lines * pitch + 64).astype(cupy.uint8)
+    padded_pitch = -(-width // 16) * 16
+    padded = cupy.full(lines * padded_pitch, 0xFF, dtype=cupy.uint8)
+    pad = planning.padding(lines, width, pitch, padded_pitch, lines * padded_pitch, 0)
+    pad_rows(pad, source.data.ptr + offset, padded.data.ptr,
+             cupy.cuda.get_current_stream().ptr)
+    expected = source[offset:offset + lines * pitch].reshape(lines, pitch)[:, :width]
+    got = padded.reshape(lines, padded_pitch)[:, :width]
+    assert bool((got == expected).all())
+
+
+@gpu
 @pytest.mark.parametrize("layout", ["NN", "NT", "TN"])
 def test_pytorch_operands_padded_on_pytorchs_stream(layout):
     """PyTorch operands whose rows TMA cannot read (202 x 140 x 100: rows of 200, 280 or

@@ -122,6 +122,11 @@ def _parser() -> argparse.ArgumentParser:
     calibrate.add_argument("--copies",
                            help="a padded copy's constants from this file, written by "
                                 "bench/pad_copy.py (default: fitted to the padded candidates)")
+    calibrate.add_argument("--copies-sampled",
+                           help="the constants, from a file like --copies', of the copy the "
+                                "suite files' padded times include, where a faster copy has "
+                                "replaced it since: candidates are fitted with these, and the "
+                                "calibration prices copies with --copies'")
 
     plot = sub.add_parser("plot", help="draw the figures from a saved --json")
     plot.add_argument("json", help="a file written by xgemm bench --json")
@@ -497,6 +502,15 @@ def _readme(args: argparse.Namespace) -> int:
     return 0
 
 
+def _copy_constants(path: str) -> tuple[float, float, float]:
+    """A padded copy's launch, bandwidth and time a line from a bench/pad_copy.py file."""
+    import json
+
+    with open(path) as f:
+        found = json.load(f)["constants"]
+    return found["copy_launch"], found["copy_bandwidth"], found["copy_line"]
+
+
 def _calibrate(args: argparse.Namespace) -> int:
     import json
 
@@ -509,15 +523,17 @@ def _calibrate(args: argparse.Namespace) -> int:
         rows += data.get("rows", [])
         machine = data.get("machine", machine)
     bandwidth = args.bandwidth or (machine.get("copy_bandwidth_gbs") or 3000.0) * 1e9
-    copies = None
-    if args.copies:
-        with open(args.copies) as f:
-            found = json.load(f)["constants"]
-        copies = (found["copy_launch"], found["copy_bandwidth"], found["copy_line"])
+    if args.copies_sampled and not args.copies:
+        _usage_error("--copies-sampled says what the samples' copies cost; --copies must say "
+                     "what a copy costs now", "calibrate")
+    copies, sampled = (_copy_constants(path) if path else None
+                       for path in (args.copies, args.copies_sampled))
     cal, errors = cost.fit(rows, machine.get("gpu", "unknown"),
-                           machine.get("sm_count") or 132, bandwidth, copies=copies)
+                           machine.get("sm_count") or 132, bandwidth, copies=copies,
+                           sampled_copies=sampled)
     data = cal.to_json()
-    data["fitted_on"] = [os.path.basename(p) for p in (*args.json, args.copies) if p]
+    data["fitted_on"] = [os.path.basename(p) for p in
+                         (*args.json, args.copies, args.copies_sampled) if p]
     data["rms_log_error"] = errors
     with open(args.out, "w") as f:
         json.dump(data, f, indent=1)

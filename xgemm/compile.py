@@ -75,6 +75,38 @@ def get_kernel(name: str, params: Mapping[str, int], spec: Spec, device: int,
     return _kernel(name, tuple(sorted(params.items())), spec, device, family)
 
 
+#: The pad kernel's block and the loads each thread has in flight before it stores.
+PAD_THREADS, PAD_UNROLL = 256, 4
+
+
+def pad_source() -> str:
+    """The pad kernel's CUDA C (``kernels/copy/pad_rows.cu.j2`` at ``PAD_THREADS``,
+    ``PAD_UNROLL``).
+
+    >>> "xgemm_pad_rows(" in pad_source()
+    True
+    """
+    from .render import render
+
+    return render("copy/pad_rows.cu.j2", THREADS=PAD_THREADS, UNROLL=PAD_UNROLL)
+
+
+@functools.cache
+def pad_kernel(device: int):
+    """The compiled kernel that copies an operand's lines into lines padded to 16 bytes
+    for TMA (``kernels/copy/pad_rows.cu.j2``), for GPU ``device`` (cached per device).
+    Arguments: source, padded (pointers), their pitches (bytes, long long), a line's
+    bytes (int) and the 16-byte chunks of padded lines to write (unsigned, below 2^31).
+
+    >>> kernel = pad_kernel(0)  # doctest: +SKIP
+    """
+    import cupy
+
+    kernel = cupy.RawKernel(pad_source(), "xgemm_pad_rows", options=nvrtc_options())
+    kernel.compile()  # now, for the current device, so that errors surface here
+    return kernel
+
+
 #: Statistics of the in-process kernel cache (hits, misses, size).
 kernel_cache_info = _kernel.cache_info
 

@@ -42,9 +42,9 @@ all ragged, a model's linears all whole lines). ``store_bandwidth`` bounds a pro
 tiny K by the fastest any calibration sample wrote C from its registers; a rung whose C
 TMA stores has no such bound (DRAM's is its own).
 A copy the plan makes costs ``copy_launch`` and its bytes: an operand padded for TMA
-(the driver's 2-D copy) at ``copy_bandwidth`` plus ``copy_line`` a line (narrow lines
-copy slowly), one transposed into the layout a rung reads fastest (xgemm's transpose
-kernel) read and written at DRAM's.
+(the pad kernel, ``kernels/copy/pad_rows.cu.j2``) at ``copy_bandwidth`` plus ``copy_line``
+a line (narrow lines copy slowly), one transposed into the layout a rung reads fastest
+(xgemm's transpose kernel) read and written at DRAM's.
 
 The constants come from ``xgemm calibrate`` (:func:`fit` on every candidate's time on a
 seeded random sample of shapes, ``xgemm.generalisation``); the H100's ship with the
@@ -529,20 +529,26 @@ def fit_copies(samples: Iterable[tuple[int, int, float]]) -> tuple[float, float,
 
 
 def fit(rows: Iterable[Mapping[str, Any]], gpu: str, sms: int, bandwidth: float,
-        min_samples: int = 6, copies: tuple[float, float, float] | None = None
+        min_samples: int = 6, copies: tuple[float, float, float] | None = None,
+        sampled_copies: tuple[float, float, float] | None = None
         ) -> tuple[Calibration, dict]:
     """A calibration from suite rows with every candidate timed: first the copies'
     constants (``copies``: launch, bandwidth and time a line, measured apart by
     ``fit_copies``; else fitted on the candidate with the most samples that pad an
     operand); then each candidate's constants over all its samples, and its full_step
     again per layout where that layout has ``min_samples``. Returns it and, per dtype
-    key and candidate, the fit's RMS log error."""
+    key and candidate, the fit's RMS log error. ``sampled_copies``: the constants of the
+    copy the rows' padded times include, where a faster one has replaced it since (the
+    rows are not timed again): the candidates and the copy penalty are fitted with
+    those, and the calibration returned prices copies with ``copies``."""
     rows = list(rows)
     blocks = occupancies(rows)
     by_point = samples_of(rows, sms, blocks)
     cal = Calibration(gpu, sms, bandwidth, 3e-6, bandwidth / 4, {}, blocks)
+    if sampled_copies is not None and copies is None:
+        raise ValueError("sampled_copies says what the rows' copies cost: pass copies too")
     if copies is not None:
-        cal.copy_launch, cal.copy_bandwidth, cal.copy_line = copies
+        cal.copy_launch, cal.copy_bandwidth, cal.copy_line = sampled_copies or copies
     else:
         padded = max(by_point.values(), key=lambda s: sum(bool(x[1].padded) for x in s))
         coarse = _STEP_GRID[::3]
@@ -568,6 +574,8 @@ def fit(rows: Iterable[Mapping[str, Any]], gpu: str, sms: int, bandwidth: float,
         errors.setdefault(dt, {})[key] = err
     cal.copy_penalty = min(_PENALTY_GRID, key=lambda penalty: pick_regret(
         rows, dataclasses.replace(cal, copy_penalty=penalty))[0])
+    if copies is not None:
+        cal.copy_launch, cal.copy_bandwidth, cal.copy_line = copies
     return cal, errors
 
 

@@ -228,24 +228,6 @@ def packed(codes: str, values: tuple) -> tuple[ByValue, ...]:
     return tuple(ByValue(buffer, base + offset) for offset in offsets)
 
 
-@functools.cache
-def _driver() -> Any:
-    """cuda-bindings' driver API, which queues the copies of operands padded for TMA."""
-    try:
-        from cuda.bindings import driver
-    except ImportError:
-        raise RuntimeError(
-            "xgemm copies operands padded for TMA through cuda-bindings, which is not installed: "
-            "pip install 'cuda-bindings>=13' (CUDA 13; 'cuda-bindings>=12,<13' for CUDA 12), "
-            "or install xgemm with its [cuda13] or [cuda12] extra") from None
-    return driver
-
-
-@functools.lru_cache(maxsize=256)
-def _stream_handle(ptr: int) -> Any:
-    return _driver().CUstream(ptr)
-
-
 def geometry(function: Any, grid: tuple[int, ...], block: tuple[int, ...], shared_mem: int
              ) -> tuple:
     """A launch's function (its driver handle), grid, block and dynamic shared memory as
@@ -289,29 +271,11 @@ def enqueue(launch: tuple, args: Arguments, stream_ptr: int) -> None:
             raise RuntimeError(f"cuLaunchKernel refused the launch: {again}") from None
 
 
-_pad_copies = threading.local()  # one driver copy description per thread, refilled
-
-
 def pad_rows(pad: Any, source: int, target: int, stream_ptr: int) -> None:
     """Queue ``pad`` (``xgemm.plan.Pad``), the copy of an operand at device address
-    ``source`` into rows padded for TMA at ``target``, on the stream at ``stream_ptr``:
-    one 2-D copy by the driver, which takes any pitch (no DLPack, no CuPy kernel)."""
-    driver = _driver()
-    copy = getattr(_pad_copies, "copy", None)
-    if copy is None:
-        copy = _pad_copies.copy = driver.CUDA_MEMCPY2D()
-        copy.srcMemoryType = copy.dstMemoryType = driver.CUmemorytype.CU_MEMORYTYPE_DEVICE
-    copy.srcDevice, copy.srcPitch = source, pad.src_pitch
-    copy.dstDevice, copy.dstPitch = target, pad.dst_pitch
-    copy.WidthInBytes, copy.Height = pad.width, pad.height
-    (error,) = driver.cuMemcpy2DAsync(copy, _stream_handle(stream_ptr))
-    if error == driver.CUresult.CUDA_ERROR_INVALID_CONTEXT:
-        _make_context_current()
-        (error,) = driver.cuMemcpy2DAsync(copy, _stream_handle(stream_ptr))
-    if error:
-        _, name = driver.cuGetErrorName(error)
-        raise RuntimeError(f"cuMemcpy2DAsync refused to pad an operand: {name.decode()} "
-                           f"({error})")
+    ``source`` into lines padded for TMA at ``target``, on the stream at ``stream_ptr``:
+    one launch of the pad kernel (``kernels/copy/pad_rows.cu.j2``)."""
+    enqueue(pad.launch, Arguments([source, target, *pad.sizes]), stream_ptr)
 
 
 @functools.cache

@@ -47,7 +47,7 @@ from .checks import (
     scaling,
 )
 from .choice import TMA_PADDING_PAYS, choose, heuristic
-from .compile import get_kernel
+from .compile import PAD_THREADS, PAD_UNROLL, get_kernel, pad_kernel
 from .launch import (
     TMA_ALIGNMENT,
     framework,
@@ -189,8 +189,8 @@ class Transpose:
 @dataclass(frozen=True)
 class Pad:
     """How a call copies an operand whose rows TMA cannot read into rows padded to 16
-    bytes: one 2-D copy by the driver (``xgemm.launch.pad_rows``) of ``height`` lines of
-    ``width`` bytes, ``src_pitch`` apart in the operand, ``dst_pitch`` apart in a fresh
+    bytes: one launch of the pad kernel (``xgemm.launch.pad_rows``) over ``height`` lines
+    of ``width`` bytes, ``src_pitch`` apart in the operand, ``dst_pitch`` apart in a fresh
     array of ``elements`` values (a batch whose matrices follow one another is one run of
     lines; a broadcast one is padded once)."""
 
@@ -199,6 +199,28 @@ class Pad:
     src_pitch: int
     dst_pitch: int
     elements: int
+    launch: tuple                   # the kernel, grid, block (``xgemm.launch.geometry``)
+    sizes: tuple                    # pitches, width, chunks: packed once
+
+
+def padding(height: int, width: int, src_pitch: int, dst_pitch: int, elements: int,
+            device: int) -> Pad | None:
+    """The pad kernel's copy of ``height`` lines of ``width`` bytes, ``src_pitch`` apart,
+    into lines ``dst_pitch`` apart (a multiple of 16) on GPU ``device``; None where its
+    16-byte chunks are too many for the kernel's 32-bit count (2^31: 32 GiB).
+
+    >>> pad = padding(3, 10, 10, 16, 24, device=0)  # doctest: +SKIP
+    >>> pad.launch[1:4]  # doctest: +SKIP
+    (1, 1, 1)
+    """
+    chunks = cdiv(width, 16) * height
+    if chunks >= 2**31 or dst_pitch % 16:
+        return None
+    blocks = max(1, min(cdiv(chunks, PAD_THREADS * PAD_UNROLL),
+                        4 * gpu.multiprocessors(device)))
+    return Pad(height, width, src_pitch, dst_pitch, elements,
+               geometry(pad_kernel(device).kernel, (blocks,), (PAD_THREADS,), 0),
+               packed("qqiI", (src_pitch, dst_pitch, width, chunks)))
 
 
 @dataclass(frozen=True)
@@ -215,7 +237,7 @@ class OperandPlan:
     copied: bool
     padded: bool
     transpose: Transpose | None = None  # how a call copies it into its fast layout (auto)
-    pad: Pad | None = None          # how a call pads it for TMA, where the driver can
+    pad: Pad | None = None          # how a call pads it for TMA, where the kernel can
     relayout: bool = False          # a layout the variant does not read is copied, not refused
     folded: tuple[int, int] | None = None  # a batch read as one matrix: its strides, elements
 
@@ -870,7 +892,8 @@ def _lay_out(a: cupy.ndarray, b: cupy.ndarray, v: Variant | None, params: dict[s
             if padded:  # TMA reads 16-byte aligned rows: pad the rows of one that has none
                 source = layout
                 full, layout = tma_padded(full, layout)
-                pad = None if copied else _pad_of(full_shape, source, layout, full.itemsize)
+                pad = None if copied else _pad_of(full_shape, source, layout, full.itemsize,
+                                                  device)
         operands.append((OperandPlan(name, v.name, vec, full_shape, layouts, layout,
                                      copied or padded or transpose is not None, padded,
                                      transpose, pad, relayout,
@@ -1037,19 +1060,18 @@ def _transposed(x: cupy.ndarray, layout: Layout, device: int
         packed("iii", (rows, cols, layout.ld)))
 
 
-def _pad_of(full_shape: tuple[int, ...], source: Layout, padded: Layout, itemsize: int
-            ) -> Pad | None:
-    """The driver's 2-D copy that pads an operand of ``full_shape`` read in place in
-    ``source`` into ``padded`` (``tma_padded``'s layout), or None where its batch is
-    neither broadcast nor one run of evenly spaced lines (each call then pads through
-    CuPy)."""
+def _pad_of(full_shape: tuple[int, ...], source: Layout, padded: Layout, itemsize: int,
+            device: int) -> Pad | None:
+    """The pad kernel's copy of an operand of ``full_shape`` read in place in ``source``
+    into ``padded`` (``tma_padded``'s layout), or None where its batch is neither
+    broadcast nor one run of evenly spaced lines (each call then pads through CuPy)."""
     *batch, rows, cols = full_shape
     inner, outer = (rows, cols) if source.col else (cols, rows)
     count = int(np.prod(batch)) if batch and source.batch_stride else 1
     if source.ld < inner or count > 1 and source.batch_stride != source.ld * outer:
         return None
-    return Pad(count * outer, inner * itemsize, source.ld * itemsize, padded.ld * itemsize,
-               count * outer * padded.ld)
+    return padding(count * outer, inner * itemsize, source.ld * itemsize,
+                   padded.ld * itemsize, count * outer * padded.ld, device)
 
 
 def _extra_arg(arg: str, v: Variant, p: dict[str, int], shapes: Shapes, arrays: tuple,
