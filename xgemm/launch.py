@@ -274,8 +274,11 @@ def enqueue(launch: tuple, args: Arguments, stream_ptr: int) -> None:
 def pad_rows(pad: Any, source: int, target: int, stream_ptr: int) -> None:
     """Queue ``pad`` (``xgemm.plan.Pad``), the copy of an operand at device address
     ``source`` into lines padded for TMA at ``target``, on the stream at ``stream_ptr``:
-    one launch of the pad kernel (``kernels/copy/pad_rows.cu.j2``)."""
-    enqueue(pad.launch, Arguments([source, target, *pad.sizes]), stream_ptr)
+    one launch of the pad kernel (``kernels/copy/pad_rows.cu.j2``). Its arguments are
+    built once per pair of addresses (a loop's copies reuse the pool's blocks)."""
+    args = _remembered(pad.recent_args, (source, target),
+                       lambda: Arguments([source, target, *pad.sizes]))
+    enqueue(pad.launch, args, stream_ptr)
 
 
 @functools.cache
@@ -513,20 +516,26 @@ def _enqueued(plan: Any, a: Any, b: Any, target: Any, bias: Any, alpha: float, b
     # The arguments of a recent call that had these addresses and scalars are these too:
     # a loop over the same arrays builds them once, and so does one whose output and
     # copies trade the memory pool's blocks from call to call.
-    memo_key = (ptrs, ptr_bias, alpha, beta)
-    memo = plan.recent_args
-    launches = memo.get(memo_key)
-    if launches is None:
-        launches = _launches(plan, ptrs, ptr_bias, alpha, beta)
-        if len(memo) >= RECENT_ARGS:  # the oldest goes (another thread may have taken it)
-            with contextlib.suppress(KeyError, StopIteration, RuntimeError):
-                del memo[next(iter(memo))]
-        memo[memo_key] = launches
+    launches = _remembered(plan.recent_args, (ptrs, ptr_bias, alpha, beta),
+                           lambda: _launches(plan, ptrs, ptr_bias, alpha, beta))
     for launch, args in launches:
         enqueue(launch, args, stream_ptr)
     if staging is not None:
         view[...] = staging.reshape(view.shape)  # the shape the plan gave it (folded rows)
     return result
+
+
+def _remembered(memo: dict, key: tuple, make: Callable[[], Any]) -> Any:
+    """``memo[key]``, made and kept there if missing; ``memo`` keeps the ``RECENT_ARGS``
+    latest, and may be shared between threads (each drop tolerates another's)."""
+    found = memo.get(key)
+    if found is None:
+        found = make()
+        if len(memo) >= RECENT_ARGS:  # the oldest goes (another thread may have taken it)
+            with contextlib.suppress(KeyError, StopIteration, RuntimeError):
+                del memo[next(iter(memo))]
+        memo[key] = found
+    return found
 
 
 def _launches(plan: Any, ptrs: tuple[int, ...], ptr_bias: int, alpha: float, beta: float

@@ -201,6 +201,7 @@ class Pad:
     elements: int
     launch: tuple                   # the kernel, grid, block (``xgemm.launch.geometry``)
     sizes: tuple                    # pitches, width, chunks: packed once
+    recent_args: dict = field(default_factory=dict, compare=False, repr=False)
 
 
 def padding(height: int, width: int, src_pitch: int, dst_pitch: int, elements: int,
