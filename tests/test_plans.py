@@ -283,7 +283,7 @@ def test_a_pool_of_threads_calling_with_mixed_shapes(rng, fresh_plans):
 @gpu
 @pytest.mark.parametrize("name, dtype, k", [
     ("auto", "float32", 192), ("tiled", "float64", 192), ("wgmma", "float16", 192),
-    ("wgmma", "float16", 190),  # 380-byte rows: both operands padded for TMA by the driver
+    ("wgmma", "float16", 190),  # 380-byte rows: both operands padded for TMA by the pad kernel
     ("splitk", "float32", 192)])
 def test_a_call_captured_in_a_cuda_graph_replays(rng, name, dtype, k):
     """matmul on a CuPy stream, captured in a CUDA graph: nothing in the call waits for
@@ -429,7 +429,7 @@ def test_pad_kernel_copies_lines_at_any_alignment(lines, width, pitch, offset):
 @pytest.mark.parametrize("layout", ["NN", "NT", "TN"])
 def test_pytorch_operands_padded_on_pytorchs_stream(layout):
     """PyTorch operands whose rows TMA cannot read (202 x 140 x 100: rows of 200, 280 or
-    404 bytes), padded for wgmma on PyTorch's current stream into PyTorch's memory:
+    404 bytes), padded for wgmma on PyTorch's current stream:
     queued behind a long wait and a fill on a side stream, the product sees the filled
     values, call after call."""
     torch = pytest.importorskip("torch")

@@ -2,7 +2,8 @@
 
 A call with a plan (``xgemm.plan``) takes its arrays' pointers, makes what this call
 needs of its own (copies of operands the plan says to copy, the output, a staging array;
-split-K's partial sums and counters once per stream), encodes (or finds) the TMA tensor
+padded and transposed copies, and split-K's partial sums and counters, in buffers made
+once per stream), encodes (or finds) the TMA tensor
 maps, packs the kernel's arguments (once per set of addresses) and launches through the
 driver's ``cuLaunchKernel`` (CuPy's binding of it), on the stream of the caller's framework:
 CuPy's current stream for CuPy arrays, PyTorch's for PyTorch tensors. Nothing here
@@ -14,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import functools
+import math
 import struct
 import threading
 import warnings
@@ -387,7 +389,8 @@ class _Workspace:
         self.nbytes, self.ptr = self.array.nbytes, self.array.data.ptr
 
 
-_workspaces: dict[tuple[int, int, int], _Workspace] = {}  # by (GPU, stream, thread)
+# split-K's partials by (GPU, stream, thread); copies of operands by (..., "a" or "b")
+_workspaces: dict[tuple, _Workspace] = {}
 
 
 def _capturing(stream_ptr: int) -> bool:
@@ -456,14 +459,38 @@ def _split_k(plan: Any, stream_ptr: int, keep: list) -> tuple[int, int]:
         return found[2].ptr, found[1]
 
 
+def _copy_buffer(plan: Any, name: str, nbytes: int, stream_ptr: int, keep: list) -> int:
+    """Where a call's transposed or padded copy of operand ``name`` goes: up to
+    ``KEPT_WORKSPACE_BYTES``, one buffer per GPU, stream, thread and operand that every
+    plan shares, as split-K's partials are (calls on one stream run in turn, so the next
+    call's copy is written after this call's product has read it), and the call
+    allocates nothing; a larger copy is the call's own (in ``keep``). While a CUDA graph
+    is being captured, the copy is made for the call and kept with the plan, as every
+    replay writes it."""
+    capturing = _capturing(stream_ptr)
+    if nbytes <= KEPT_WORKSPACE_BYTES and not capturing:
+        key = (plan.device, stream_ptr, threading.get_ident(), name)
+        buffer = _workspaces.get(key) or _workspaces.setdefault(key, _Workspace())
+        if buffer.nbytes < nbytes:
+            with _on_stream(plan, stream_ptr):
+                buffer.grow(nbytes)
+        return buffer.ptr
+    import cupy
+
+    with _on_stream(plan, stream_ptr):
+        copy = cupy.empty(nbytes, dtype=np.uint8)
+    (plan.captured if capturing else keep).append(copy)
+    return copy.data.ptr
+
+
 def _enqueued(plan: Any, a: Any, b: Any, target: Any, bias: Any, alpha: float, beta: float,
               scale_a: Any, scale_b: Any, stream_ptr: int) -> Any:
     """Make this call's arrays, queue its launches on ``stream_ptr``; the result."""
     keep = []  # this call's own arrays, alive until their kernels are queued
     torch_arrays = plan.framework == "torch"
-    ptr_a = (_copy_pointer(plan.a, a, keep, stream_ptr) if plan.a.copied
+    ptr_a = (_copy_pointer(plan, plan.a, a, keep, stream_ptr) if plan.a.copied
              else a.data_ptr() if torch_arrays else a.data.ptr)
-    ptr_b = (_copy_pointer(plan.b, b, keep, stream_ptr) if plan.b.copied
+    ptr_b = (_copy_pointer(plan, plan.b, b, keep, stream_ptr) if plan.b.copied
              else b.data_ptr() if torch_arrays else b.data.ptr)
     staging = view = None
     if plan.output == "new":
@@ -568,36 +595,20 @@ def _extra(ptrs: tuple[int, ...], source: int, offset: int, geometry: tuple | No
     return tensor_map(ptrs[source] + offset, *geometry)
 
 
-def _copy_pointer(prep: Any, x: Any, keep: list, stream_ptr: int) -> int:
+def _copy_pointer(plan: Any, prep: Any, x: Any, keep: list, stream_ptr: int) -> int:
     """The address of this call's copy of operand ``x``, for a plan that says it must be
     copied, padded or transposed into its fast layout (kept alive in ``keep``)."""
     if prep.transpose is not None:
         t = prep.transpose
-        if framework(type(x)) == "torch":  # PyTorch's allocator, in its stream order
-            copy = x.new_empty(t.shape)
-            address = copy.data_ptr()
-        else:
-            import cupy
-
-            copy = cupy.ndarray(t.shape, t.dtype)
-            address = copy.data.ptr
-        keep.append(copy)
-        if address % FRESH_ALIGNMENT:
-            _misaligned(address)
-        enqueue(t.launch, Arguments([pointer(x), address, *t.sizes]), stream_ptr)
+        address = _copy_buffer(plan, prep.name, math.prod(t.shape) * t.dtype.itemsize,
+                               stream_ptr, keep)
+        args = _remembered(t.recent_args, (pointer(x), address),
+                           lambda: Arguments([pointer(x), address, *t.sizes]))
+        enqueue(t.launch, args, stream_ptr)
         return address
     if prep.pad is not None:
-        if framework(type(x)) == "torch":  # PyTorch's allocator, in its stream order
-            copy = x.new_empty(prep.pad.elements)
-            address = copy.data_ptr()
-        else:
-            import cupy
-
-            copy = cupy.ndarray((prep.pad.elements,), x.dtype)
-            address = copy.data.ptr
-        keep.append(copy)
-        if address % FRESH_ALIGNMENT:
-            _misaligned(address)
+        address = _copy_buffer(plan, prep.name, prep.pad.elements * x.itemsize, stream_ptr,
+                               keep)
         pad_rows(prep.pad, pointer(x), address, stream_ptr)
         return address
     full, layout, _ = ready_operand(prep.matrices(to_cupy(x)), prep.full_shape, prep.layouts,

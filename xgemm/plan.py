@@ -184,6 +184,7 @@ class Transpose:
     shape: tuple[int, int]          # (cols, rows) of what it reads
     dtype: Any                      # NumPy's
     sizes: tuple                    # rows, cols, leading dimension: packed once
+    recent_args: dict = field(default_factory=dict, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
