@@ -607,10 +607,13 @@ register(Variant(
     dtypes=("float16", "bfloat16"),
     min_cc=80,
     # the best points of bench/skinny.py's sweep on the H100: the defaults for long B
-    # (the decode LM head), more splits or 8 warps for shorter ones, two row fragments
-    candidates=[{}, {"SPLITS": 4}, {"SPLITS": 8}, {"WARPS": 8, "STAGES": 3}, {"BM": 16},
-                {"FEW_COLUMNS": 1}, {"FEW_COLUMNS": 1, "WARPS": 8, "STAGES": 3},
-                {"FEW_COLUMNS": 1, "BM": 16}],
+    # (the decode LM head), more splits or 8 warps for shorter ones, two row fragments;
+    # 16 splits (or 8 of two fragments) for long K over few lines of the big operand,
+    # where 2 leave most SMs idle (47 x 18 x 11554: 17 us against 28 at 2; docs/notes.md)
+    candidates=[{}, {"SPLITS": 4}, {"SPLITS": 8}, {"SPLITS": 16}, {"WARPS": 8, "STAGES": 3},
+                {"BM": 16}, {"BM": 16, "SPLITS": 8}, {"FEW_COLUMNS": 1},
+                {"FEW_COLUMNS": 1, "SPLITS": 16}, {"FEW_COLUMNS": 1, "WARPS": 8, "STAGES": 3},
+                {"FEW_COLUMNS": 1, "BM": 16}, {"FEW_COLUMNS": 1, "BM": 16, "SPLITS": 16}],
 ))
 
 # Rung 23: products over a few k's, stored as aligned 16-byte chunks whatever C's rows.
