@@ -588,8 +588,8 @@ register(Variant(
          " registers; whole aligned 16-byte chunks of rows at any alignment, shifted into"
          " place as they are read",
     defaults={"BM": 8, "WARPS": 4, "STAGES": 4, "SPLITS": 2, "FEW_COLUMNS": 0},
-    space={"BM": [8, 16], "WARPS": [2, 4, 8], "STAGES": [2, 3, 4, 6], "SPLITS": [2, 4, 8, 16],
-           "FEW_COLUMNS": [0, 1]},
+    space={"BM": [8, 16, 32], "WARPS": [2, 4, 8], "STAGES": [2, 3, 4, 6],
+           "SPLITS": [2, 4, 8, 16], "FEW_COLUMNS": [0, 1]},
     constraints=["SPLITS >= 2",  # blocks share each tile: split-K's arguments
                  "STAGES * WARPS <= 24"],  # the ring in an H100's 227 KiB a block
     block=("32 * WARPS",),
@@ -609,11 +609,13 @@ register(Variant(
     # the best points of bench/skinny.py's sweep on the H100: the defaults for long B
     # (the decode LM head), more splits or 8 warps for shorter ones, two row fragments;
     # 16 splits (or 8 of two fragments) for long K over few lines of the big operand,
-    # where 2 leave most SMs idle (47 x 18 x 11554: 17 us against 28 at 2; docs/notes.md)
+    # where 2 leave most SMs idle (47 x 18 x 11554: 17 us against 28 at 2); four
+    # fragments, so that 17 to 32 rows read the big operand once (docs/notes.md)
     candidates=[{}, {"SPLITS": 4}, {"SPLITS": 8}, {"SPLITS": 16}, {"WARPS": 8, "STAGES": 3},
-                {"BM": 16}, {"BM": 16, "SPLITS": 8}, {"FEW_COLUMNS": 1},
+                {"BM": 16}, {"BM": 16, "SPLITS": 8}, {"BM": 32}, {"FEW_COLUMNS": 1},
                 {"FEW_COLUMNS": 1, "SPLITS": 16}, {"FEW_COLUMNS": 1, "WARPS": 8, "STAGES": 3},
-                {"FEW_COLUMNS": 1, "BM": 16}, {"FEW_COLUMNS": 1, "BM": 16, "SPLITS": 16}],
+                {"FEW_COLUMNS": 1, "BM": 16}, {"FEW_COLUMNS": 1, "BM": 16, "SPLITS": 16},
+                {"FEW_COLUMNS": 1, "BM": 32}],
 ))
 
 # Rung 23: products over a few k's, stored as aligned 16-byte chunks whatever C's rows.
