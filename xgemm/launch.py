@@ -474,12 +474,16 @@ def _copy_buffer(plan: Any, name: str, nbytes: int, stream_ptr: int, keep: list)
         if buffer.nbytes < nbytes:
             with _on_stream(plan, stream_ptr):
                 buffer.grow(nbytes)
+            if buffer.ptr % FRESH_ALIGNMENT:
+                _misaligned(buffer.ptr)
         return buffer.ptr
     import cupy
 
     with _on_stream(plan, stream_ptr):
         copy = cupy.empty(nbytes, dtype=np.uint8)
     (plan.captured if capturing else keep).append(copy)
+    if copy.data.ptr % FRESH_ALIGNMENT:
+        _misaligned(copy.data.ptr)
     return copy.data.ptr
 
 

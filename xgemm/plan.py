@@ -150,7 +150,7 @@ def transpose_launch(v: Variant, p: dict[str, int], ptr: int, rows: int, cols: i
 # -- a plan --------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Fresh:
-    """An array each call allocates (its output, a transposed copy) as planning sees it:
+    """An array a call writes afresh (its output, a transposed copy) as planning sees it:
     C-ordered, at an address aligned to ``FRESH_ALIGNMENT`` (which ``xgemm.launch``
     checks per call). Nothing is allocated to plan it."""
 
