@@ -120,6 +120,14 @@ def test_cli_rejects_bad_arguments(capsys):
     with pytest.raises(SystemExit):
         cli.main(["bench", "--suite", "float16", "--sizes", "128"])
     assert "--suite measures its own cases" in capsys.readouterr().err
+    for args in (["--suite", "models", "--dtype", "float8"],
+                 ["--suite", "random", "--dtype", "int8", "--max-k", "16"]):
+        with pytest.raises(SystemExit):
+            cli.main(["bench", *args])
+        assert "runs --suite random only" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        cli.main(["bench", "--dtype", "int8", "--sizes", "128"])
+    assert "--dtype int8 is for --suite random" in capsys.readouterr().err
 
 
 @pytest.mark.gpu

@@ -225,7 +225,9 @@ def test_the_summary_is_geometric_means_and_extremes():
 RESULTS = Path(__file__).resolve().parent.parent / "bench" / "results" / "h100"
 
 
-@pytest.mark.parametrize("path", sorted(RESULTS.glob("random_*_seed*.json")), ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", sorted(  # the 8-bit parts' picks are a rule's
+    p for p in RESULTS.glob("random_*_seed*.json")
+    if not p.stem.startswith(("random_float8", "random_int8"))), ids=lambda p: p.stem)
 def test_published_random_rows_were_picked_by_the_shipped_model(path, monkeypatch, tmp_path):
     """Each published row's pick is the one auto makes now (no GPU: the H100's properties
     stood in): results and calibration agree, or the results must be measured again."""

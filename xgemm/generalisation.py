@@ -48,6 +48,11 @@ RANDOM_LAYOUTS = ("NN", "NT", "TN")
 TOKENS = (1, 8, 32, 128, 512, 4096, 16384)
 #: Candidates slower than this many times the fastest so far are timed once, not more.
 ABANDON = 4.0
+#: The 8-bit parts of the random suite (``--dtype float8`` or ``int8``): FP8 (e4m3) with a
+#: scale per row of A and per column of B against ``torch._scaled_mm``, int8 against
+#: ``torch._int_mm`` (``xgemm.suite.measure_eight_bit``'s rows), no regret (auto's 8-bit
+#: pick is a rule, not the cost model).
+EIGHT_BIT_PARTS = ("float8", "int8")
 #: Microseconds the GPU is held busy before each timed launch: a call whose plan pads
 #: operands for TMA spends up to a few hundred microseconds of host time (CuPy's copies,
 #: DLPack, tensor maps), over ``timing.HOLD_US``, and the GPU would wait for it in the
@@ -108,6 +113,18 @@ def random_cases(seed: int, count: int = 36, cap: int = FLOP_CAP, floor: int = F
         if floor <= 2 * m * n * k <= cap:
             cases.append(Product(m, n, k, layout))
     return cases
+
+
+def eight_bit_cases(seed: int, count: int = 36) -> list[Product]:
+    """:func:`random_cases`' draws for an 8-bit part: the same M, N and K rounded up to
+    a multiple of 16 (cuBLASLt's 8-bit products take no other), and B a weight's
+    transposed view (NT), the layout both cuBLASLt and xgemm's 8-bit rungs read in place.
+
+    >>> [c.label for c in eight_bit_cases(7, 3)]
+    ['431x6048x1872:NT', '2891x2288x96:NT', '134x224x15696:NT']
+    """
+    return [Product(c.m, -(-c.n // 16) * 16, -(-c.k // 16) * 16, "NT")
+            for c in random_cases(seed, count)]
 
 
 @dataclass(frozen=True)
@@ -276,6 +293,28 @@ def measure(part: str, case: Product, *, regret: bool = True, repeat: int = 10,
     return row
 
 
+def measure_eight_bit(part: str, case: Product, *, repeat: int = 10, rounds: int = 9
+                      ) -> dict[str, Any]:
+    """One row of an 8-bit part (:data:`EIGHT_BIT_PARTS`): ``xgemm.suite``'s 8-bit
+    measurement of ``case`` (NT), with row and column scales for FP8, the L2 scrubbed
+    before each timed launch where the operands and C fit four times in it, and the
+    random suite's fields."""
+    import torch
+
+    from . import gpu, suite
+
+    out_bytes = 4 if part == "int8" else 2  # int32 sums, or bfloat16
+    l2 = gpu.properties(torch.cuda.current_device()).l2_bytes
+    flush = case.m * case.k + case.k * case.n + out_bytes * case.m * case.n < 4 * l2
+    row = suite.measure_eight_bit(
+        part, suite.Case(case.m, case.n, case.k, layout="NT",
+                         scales="tensor" if part == "int8" else "vector"),
+        repeat=repeat, rounds=rounds, flush_l2=flush)
+    return {**row, "part": part, "case": case.label, "name": case.name, "m": case.m,
+            "n": case.n, "k": case.k, "layout": case.layout, "lead": list(case.lead),
+            "flops": case.flops}
+
+
 def _candidates(a: Any, b: Any, c: Any, dtype: str, precision: str | None, checked: Any,
                 tolerance: float, best: float, repeat: int, flush: bool,
                 names: Collection[str] | None = None) -> list[dict[str, Any]]:
@@ -388,7 +427,9 @@ def run(part: str, cases: Sequence[Product], *, regret: bool = True, repeat: int
     rows = [] if rows is None else rows
     for i, case in enumerate(cases):
         try:
-            rows.append(measure(part, case, regret=regret, repeat=repeat, seed=i))
+            rows.append(measure_eight_bit(part, case, repeat=repeat)
+                        if part in EIGHT_BIT_PARTS
+                        else measure(part, case, regret=regret, repeat=repeat, seed=i))
         except Exception as exc:  # one broken case must not end the run
             rows.append({"part": part, "case": case.label,
                          "status": f"error: {type(exc).__name__}: {exc}"})

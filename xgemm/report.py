@@ -527,7 +527,8 @@ def generalisation_table(results: Results) -> str:
 
     lines = ["| suite | part | seed | shapes | call x cuBLAS | kernel x cuBLAS | worst call x"
              " | regret, geomean | regret, worst | commit |", "|" + " --- |" * 10]
-    order = {"float16": 0, "bfloat16": 1, "float32": 2, "tf32": 3, "float64": 4}
+    order = {"float16": 0, "bfloat16": 1, "float32": 2, "tf32": 3, "float64": 4,
+             "float8": 5, "int8": 6}
     for data in sorted(results.generalisation, key=lambda d: (
             d.get("suite") != "random", d["summary"].get("seed") or 0,
             order.get(d.get("part"), 9))):
