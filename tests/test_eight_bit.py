@@ -90,6 +90,16 @@ def test_int8_runs_on_rung_19_before_hopper():
     assert heuristic(4096, 4096, 4096, E4M3, 80)[0] == NAME  # which the plan then refuses
 
 
+def test_scale_vectors_take_128_column_tiles():
+    """Rung 18 stages C for its TMA store at 128 columns only when a scale comes per row
+    or column, so the rule takes 128 x 128 tiles then, and 128 x 256 without them."""
+    from xgemm.choice import heuristic
+
+    for dtype in (E4M3, "int8"):
+        assert heuristic(8192, 8192, 8192, dtype)[1]["BN"] == 256
+        assert heuristic(8192, 8192, 8192, dtype, scale_vectors=True)[1]["BN"] == 128
+
+
 def test_the_compile_check_builds_every_output_scaling_and_mixed_format():
     v = xgemm.get_variant(NAME)
     for dtype in v.dtypes:
@@ -399,6 +409,8 @@ def test_bad_8_bit_calls_are_refused(rng):
         xgemm.matmul(a, b, scale_b=cupy.ones(16, cupy.float16), out_dtype="float32")
     with pytest.raises(ValueError, match="strided"):
         xgemm.matmul(a, b, scale_b=cupy.ones(32, cupy.float32)[::2], out_dtype="float32")
+    with pytest.raises(TypeError, match="scale_a is a host"):
+        xgemm.matmul(a, b, scale_a=np.ones(8, np.float32), out_dtype="float32")
     x = rng.array((8, 32), "float16")
     with pytest.raises(TypeError, match="scale_a and scale_b are an 8-bit product's"):
         xgemm.matmul(x, x.T, scale_a=0.5)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import difflib
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -444,8 +444,7 @@ def check_precision(precision: str | None) -> None:
                          "(float32 inputs may run on the tensor cores as TF32)")
 
 
-@dataclass(frozen=True)
-class Scales:
+class Scales(NamedTuple):
     """An 8-bit product's quantisation scales as a call gives them: a number (folded into
     alpha), a GPU scalar (one scale for the operand) or a GPU vector (one per row of A,
     per column of B)."""
@@ -457,23 +456,25 @@ class Scales:
 
 
 def split_scales(scale_a: Any, scale_b: Any) -> Scales:
-    """``scale_a`` and ``scale_b`` sorted into host numbers and GPU arrays (checked later,
-    against the product, by the plan).
+    """``scale_a`` and ``scale_b`` sorted into numbers and arrays. Arrays are checked by the
+    plan, once per signature (a host array's TypeError included): a call that finds its
+    plan spends nothing more on them.
 
     >>> split_scales(0.5, None).factor
     0.5
     """
-    factor, arrays = 1.0, []
     given = scale_a is not None or scale_b is not None
-    for name, scale in (("scale_a", scale_a), ("scale_b", scale_b)):
-        if scale is None or isinstance(scale, (int, float, np.integer, np.floating)) and (
-                not isinstance(scale, bool)):
-            factor *= 1.0 if scale is None else float(scale)
-            arrays.append(None)
-        else:
-            meta(scale, name)  # a host array or something else: TypeError
-            arrays.append(scale)
-    return Scales(factor, *arrays, given)
+    factor = 1.0
+    if _number(scale_a):
+        factor, scale_a = float(scale_a), None
+    if _number(scale_b):
+        factor, scale_b = factor * float(scale_b), None
+    return Scales(factor, scale_a, scale_b, given)
+
+
+def _number(x: Any) -> bool:
+    """Whether ``x`` is a scale given as a host number (a bool is none)."""
+    return isinstance(x, (int, float, np.integer, np.floating)) and not isinstance(x, bool)
 
 
 def scaling(name: str, found: Meta, rows: int) -> str:

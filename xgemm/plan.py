@@ -440,12 +440,13 @@ def call_key(a: Any, b: Any, target: Any, target_name: str, bias: Any, variant: 
                 isinstance(formats, (tuple, list))
                 and all(f is None or isinstance(f, str) for f in formats))):
             return None  # not a format's name: the checks say so
-        scale_keys = tuple(None if x is None else array_key(x)
-                           for x in ((scales.a, scales.b) if scales else (None, None)))
-        if any(x is not None and k is None for x, k in zip(
-                (scales.a, scales.b) if scales else (None, None), scale_keys, strict=True)):
-            return None
-        key += (tuple(formats) if isinstance(formats, list) else formats, scale_keys)
+        key_sa = key_sb = None
+        if scales is not None:
+            if scales.a is not None and (key_sa := array_key(scales.a)) is None:
+                return None
+            if scales.b is not None and (key_sb := array_key(scales.b)) is None:
+                return None
+        key += (tuple(formats) if isinstance(formats, list) else formats, (key_sa, key_sb))
     if target is not None:
         target_key, start = _keyed(target)
         if target_key is None:
@@ -595,6 +596,7 @@ def _check_scales(scales: Scales, shapes: Shapes) -> tuple[Any, Any, tuple[str, 
             arrays.append(None)
             scalings.append("none")
             continue
+        meta(x, name)  # a host array, or no array at all: TypeError
         x = _native(x)
         view = to_cupy(x)
         kind = scaling(name, Meta(view.shape, view.dtype), rows)
@@ -699,17 +701,20 @@ def _ruled(mats: tuple, layouts: list, shapes: Shapes, dtype: str, device: int,
 
 
 def _choose(mats: tuple, layouts: list, shapes: Shapes, dtype: str, device: int,
-            precision: str | None) -> tuple[Variant, dict[str, int]]:
+            precision: str | None, scale_vectors: bool = False
+            ) -> tuple[Variant, dict[str, int]]:
     """``auto``: the rules' pick (``_ruled``). Unless the tuning file answered, the cost
     model (``xgemm.cost``) then prices every candidate, and its cheapest replaces the
     rules' pick where it should be faster by more than ``MODEL_MARGIN`` (a batch:
     ``BATCH_MODEL_MARGIN``): the rules' picks were measured on the shapes they were
     written for, and the model is what knows the shapes the rules' thresholds were never
-    fitted to (few rows, tiny K, small products, operands TMA cannot read)."""
+    fitted to (few rows, tiny K, small products, operands TMA cannot read). 8-bit
+    products take the rule alone, told whether a scale comes per row or column
+    (``scale_vectors``)."""
     if dtype in EIGHT_BIT:  # one rung multiplies them, copying what is not K-major
         cc, sms = gpu.compute_capability(device), gpu.multiprocessors(device)
         name, p = heuristic(shapes.m, shapes.n, shapes.k, dtype, cc, precision, sms,
-                            shapes.count)
+                            shapes.count, scale_vectors=scale_vectors)
         v = get_variant(name)
         check_arch(v, dtype, device)
         return v, v.resolve(p, dtype)
@@ -865,7 +870,8 @@ def _lay_out(a: cupy.ndarray, b: cupy.ndarray, v: Variant | None, params: dict[s
     auto, listed = v is None, ()
     if auto:
         layouts = [layout_of(x.shape, x.strides, x.itemsize) for x in mats]
-        v, p = choice or _choose(mats, layouts, shapes, dtype, device, precision)
+        v, p = choice or _choose(mats, layouts, shapes, dtype, device, precision,
+                                 "vector" in (spec_extras["scale_a"], spec_extras["scale_b"]))
         if contenders:
             listed = _contenders(mats, layouts, shapes, dtype, device, precision, contenders)
     else:
