@@ -44,7 +44,8 @@ def _cases():
         for name in xgemm.variants(family):
             v = xgemm.get_variant(name, family)
             for dtype in v.dtypes:
-                plain = dict(a_col=v.a_layouts[0] == "col", b_col=v.b_layouts[0] == "col")
+                a_layouts, b_layouts = v.layouts(dtype)
+                plain = dict(a_col=a_layouts[0] == "col", b_col=b_layouts[0] == "col")
                 first_flags = tuple(sorted(next(v.flag_values()).items()))  # all True
                 specs = [Spec(dtype, **plain, flags=first_flags)]
                 for point in _points(v, dtype):
@@ -62,8 +63,9 @@ def _builds(cases):
         return [(case, arch) for case in cases for arch in case[0].archs]
     jobs = []
     for v, point, spec in cases:
-        plain = spec == Spec(spec.dtype, a_col=v.a_layouts[0] == "col",
-                             b_col=v.b_layouts[0] == "col", flags=spec.flags) and all(
+        a_layouts, b_layouts = v.layouts(spec.dtype)
+        plain = spec == Spec(spec.dtype, a_col=a_layouts[0] == "col",
+                             b_col=b_layouts[0] == "col", flags=spec.flags) and all(
             value for _, value in spec.flags)
         if not plain:
             continue

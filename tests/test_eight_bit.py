@@ -1,7 +1,8 @@
-"""The 8-bit rung (``wgmma_8bit``): FP8 (e4m3, e5m2, mixed) and int8 operands, their
-formats, outputs, scales, layouts, epilogue and batches, against a float64 product of
-the dequantised inputs. Its inputs name their format and its results have another dtype
-than its inputs, so it is walked here rather than by tests/test_gpu.py's loops.
+"""The 8-bit rungs (``wgmma_8bit``, ``mma_int8`` and ``skinny``'s few rows and columns):
+FP8 (e4m3, e5m2, mixed) and int8 operands, their formats, outputs, scales, layouts,
+epilogue and batches, against a float64 product of the dequantised inputs. Their inputs
+name their format and their results have another dtype than their inputs, so they are
+walked here rather than by tests/test_gpu.py's loops.
 
 Tolerances, relative Frobenius error: an int32 result is the exact sums (0); a float one
 is bounded by its rounding (bfloat16 2^-9, float16 2^-12 relative) and by FP8 wgmma's
@@ -82,10 +83,14 @@ def test_an_int32_result_takes_no_epilogue():
     check_eight_bit_spec(Spec("int8", b_col=True, bias=True, out_dtype="float32"))
 
 
-def test_int8_runs_on_rung_19_before_hopper():
+def test_int8_runs_on_rung_19_before_hopper_and_when_small():
     from xgemm.choice import heuristic
 
     assert heuristic(4096, 4096, 4096, "int8", 90)[0] == NAME
+    assert heuristic(263, 48, 480, "int8", 90) == ("mma_int8", {
+        "BM": 64, "BN": 64, "BK": 64, "WM": 32, "WN": 32, "STAGES": 4, "GROUP": 8})
+    assert heuristic(263, 48, 4800, "int8", 90)[0] == NAME  # long K
+    assert heuristic(263, 48, 480, E4M3, 90)[0] == NAME  # rung 19 multiplies int8 only
     assert heuristic(4096, 4096, 4096, "int8", 80)[0] == "mma_int8"
     assert heuristic(4096, 4096, 4096, E4M3, 80)[0] == NAME  # which the plan then refuses
 
@@ -196,6 +201,57 @@ def test_every_point_of_the_space(rng, name, dtype, params):
         out_dtype = EIGHT_BIT_OUTPUTS[dtype][0]
         err = frobenius_error(c, expected)
         assert err <= TOLERANCE[out_dtype], f"{m}x{n}x{k}: error {err} (seed {rng.seed})"
+
+
+#: Few rows (B streamed: a decode step) or few columns (A streamed), K of no multiple of 16
+#: (the loads of B turn narrow) or of many chunks; the last a batch against one weight.
+SKINNY_SHAPES = [(1, 300, 1000), (3, 129, 4100), (16, 2049, 1025), (7, 64, 31),
+                 (1000, 5, 777), (4097, 16, 2048), (9, 1, 17)]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("pair", PAIRS, ids=["x".join(p) for p in PAIRS])
+def test_skinny_reads_8_bit_operands(rng, pair):
+    """Rung 20 on 8-bit operands, read in place whatever K: few rows and few columns
+    (FEW_COLUMNS), 2 or 8 splits, every output on one shape, scales per row and column
+    with a bias and an activation after them; the same bits on a second run (split-K's
+    fixed order; an int8 product's int32 sums exact)."""
+    import cupy
+
+    def skinny(m, n, splits):
+        few = min(m, n)
+        return dict(variant="skinny", BM=min(16, 1 << (few - 1).bit_length()),
+                    SPLITS=splits, FEW_COLUMNS=int(n < m))
+
+    for i, (m, n, k) in enumerate(SKINNY_SHAPES):
+        launch, c, expected = product(rng, m, n, k, pair, **skinny(m, n, 2 if i % 2 else 8))
+        assert launch.variant.name == "skinny" and launch.copies == ()
+        out_dtype = EIGHT_BIT_OUTPUTS[pair[0]][0]
+        err = frobenius_error(c, expected)
+        assert err <= TOLERANCE[out_dtype], f"{m}x{n}x{k}: error {err} (seed {rng.seed})"
+        first = c.copy()
+        launch()
+        assert bool((c == first).all()), f"{m}x{n}x{k}: a second run differs"
+    for out_dtype in EIGHT_BIT_OUTPUTS[pair[0]][1:]:
+        scale = 2.0**-8 if (pair[0], out_dtype) == ("int8", "float16") else 1.0
+        _, c, expected = product(rng, 16, 2049, 1025, pair, out_dtype, scale_a=scale,
+                                 **skinny(16, 2049, 4))
+        err = frobenius_error(c, scale * expected)
+        assert err <= TOLERANCE[out_dtype], f"{out_dtype}: error {err} (seed {rng.seed})"
+    m, n, k = 700, 13, 300
+    rows, cols = rng.array((m,)) ** 2 + 0.5, rng.array((1, n)) ** 2 + 0.5
+    bias = rng.array((n,), "bfloat16")
+    _, c, expected = product(rng, m, n, k, pair, "bfloat16", scale_a=rows, scale_b=cols,
+                             bias=bias, activation="silu", **skinny(m, n, 4))
+    pre = rows.astype(cupy.float64)[:, None] * expected * cols.astype(cupy.float64) \
+        + bias.astype(cupy.float64)
+    err = frobenius_error(c, pre / (1 + cupy.exp(-pre)))
+    assert err <= TOLERANCE["bfloat16"], f"error {err} (seed {rng.seed})"
+    a, b = quantised(rng, (3, 5, 300), pair[0]), quantised(rng, (300, 77), pair[1], "F")
+    formats = None if pair[0] == "int8" else pair
+    c = xgemm.matmul(a, b, formats=formats, **skinny(5, 77, 2))
+    err = frobenius_error(c, decoded(a, pair[0]) @ decoded(b, pair[1]))
+    assert err <= TOLERANCE[EIGHT_BIT_OUTPUTS[pair[0]][0]], f"batch: {err} (seed {rng.seed})"
 
 
 @pytest.mark.gpu

@@ -37,7 +37,7 @@ def heuristic(m: int, n: int, k: int, dtype: str = "float32", cc: int = 90,
     ``mma_tf32``, and for float64 through ``dmma`` (the FP64 tensor cores) from sm_80;
     8-bit inputs (FP8, int8) ``wgmma_8bit`` on sm_90 (``scale_vectors``: a scale per
     row of A or per column of B, which its 256-column tiles cannot stage for a TMA store),
-    int8 ``mma_int8`` before it;
+    int8 ``mma_int8`` before it and for small products (at most 2^18 outputs, K <= 1024);
     splitk for float32 outputs of few tiles with K >= 4096; for
     outputs of a million elements or more the fastest large-tile rung for the dtype
     (``pipelined`` for float32, ``vectorized`` for the others), for mid-sized ones
@@ -71,6 +71,13 @@ def heuristic(m: int, n: int, k: int, dtype: str = "float32", cc: int = 90,
         if tiles(params["BM"], params["BN"]) < sms:      # (as for mma; not measured)
             params.update(BM=64, BN=64, WM=32, WN=32)
         return "mma_int8", params
+    if dtype == "int8" and m * n * batch <= 1 << 18 and k <= 1024:
+        # a small int8 product: rung 19's 64 x 64 tiles, 4 stages, start and finish sooner
+        # than rung 18's (a TMA ring of 160 KB): 4.9-6.5 us against 6.8-7.7 where
+        # torch._int_mm takes 5.2-6.3 (evidence/mma_int8_small.txt, the random suite's
+        # int8 seeds 10 and 11; longer K or larger C ran faster on rung 18)
+        return "mma_int8", {**get_variant("mma_int8").defaults, "BM": 64, "BN": 64,
+                            "WM": 32, "WN": 32, "STAGES": 4}
     if dtype in eight_bit.dtypes:  # the 8-bit rung on sm_90 (for FP8 elsewhere the plan
         # says no rung runs there); 128 x 256 tiles, 128 x 128 with 4 stages where those
         # leave SMs idle (at 4096^3, FP8: 0.95x torch._scaled_mm against 0.77x with 3;

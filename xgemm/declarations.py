@@ -29,7 +29,7 @@ taking whole tiles in turn (1-10% slower at 128 x 128), clusters of two sharing 
 multicast (within 1%), C stored one value at a time.
 """
 
-from .registry import Variant, register
+from .registry import EIGHT_BIT, WIDE_DTYPES, Variant, register
 
 register(Variant(
     name="naive",
@@ -513,9 +513,9 @@ register(Variant(
 ))
 
 # Rung 20: products of few rows (or, FEW_COLUMNS, few columns), bound by reading the big
-# operand once. Every dtype but 8-bit; its defaults are for a decode step (8 rows, B of
-# 2048 x 2048); bench/skinny.py measures them and other points on few-row and few-column
-# products.
+# operand once. Every dtype, 8-bit ones K-major with their scales; its defaults are for a
+# decode step (8 rows, B of 2048 x 2048); bench/skinny.py measures them and other points
+# on few-row and few-column products.
 register(Variant(
     name="skinny",
     template="gemm/20_skinny.cu.j2",
@@ -533,7 +533,8 @@ register(Variant(
         # in 16 bits, whose values the compiler holds converted)
         "BK // (32 * 16 // BYTES) * (BN // WARPS) <= (32 if BYTES >= 4 else 16)",
         # B along N: whole 16-byte groups across BN, every thread in one, by the rows
-        "BN % (16 // BYTES) == 0 and THREADS % (BN // (16 // BYTES)) == 0"
+        # (8-bit operands are read K-major only: B along K)
+        "BYTES == 1 or BN % (16 // BYTES) == 0 and THREADS % (BN // (16 // BYTES)) == 0"
         " and BM * 16 // BYTES * max(BYTES, 4) <= 256",
         "SPLITS >= 2",                    # blocks share each tile: split-K's arguments
     ],
@@ -545,8 +546,9 @@ register(Variant(
     # along N)
     smem_bytes="max(BYTES, 4) * (BM * BK + BM * BN + 32 * WARPS * 16 // BYTES)",
     splits="SPLITS",
-    extra_args=("partials", "arrivals"),
+    extra_args=("partials", "arrivals", "scale_a", "scale_b"),
     flags=("aligned16",),
+    dtypes=(*WIDE_DTYPES, *EIGHT_BIT),
     # B along K takes 2 splits, along N wider tiles (bench/skinny.py's best points)
     candidates=[{}, {"SPLITS": 2}, {"BN": 64}, {"FEW_COLUMNS": 1},
                 {"FEW_COLUMNS": 1, "SPLITS": 2}, {"FEW_COLUMNS": 1, "BN": 64}],

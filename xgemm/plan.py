@@ -880,10 +880,11 @@ def _lay_out(a: cupy.ndarray, b: cupy.ndarray, v: Variant | None, params: dict[s
 
     # 8-bit operands, which only K-major rungs multiply: any other layout is copied
     relayout = dtype in EIGHT_BIT
+    readable = v.layouts(dtype)
     operands = []
     for name, x, vec, rows, cols, layouts in (
-            ("a", mats[0], vectors[0], shapes.m, shapes.k, v.a_layouts),
-            ("b", mats[1], vectors[1], shapes.k, shapes.n, v.b_layouts)):
+            ("a", mats[0], vectors[0], shapes.m, shapes.k, readable[0]),
+            ("b", mats[1], vectors[1], shapes.k, shapes.n, readable[1])):
         full_shape = (*shapes.batch, rows, cols)
         into = None  # the layout auto copies this operand into first (transpose_first)
         if auto and _transposable(shapes, vec is not None):

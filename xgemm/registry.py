@@ -333,6 +333,20 @@ class Variant:
         self._resolved[key] = dict(resolved)
         return resolved
 
+    def layouts(self, dtype: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """The layouts this variant reads A and B in for ``dtype``: 8-bit operands K-major
+        only (A row-major, B column-major: what their instructions and loads take), the
+        host copying any other first.
+
+        >>> import xgemm
+        >>> xgemm.get_variant("skinny").layouts("int8")
+        (('row',), ('col',))
+        """
+        if dtype in EIGHT_BIT:
+            return (tuple(x for x in self.a_layouts if x == "row"),
+                    tuple(x for x in self.b_layouts if x == "col"))
+        return self.a_layouts, self.b_layouts
+
     def check_dtype(self, dtype: str) -> None:
         """TypeError unless this variant multiplies ``dtype``."""
         if dtype not in self.dtypes:
@@ -386,12 +400,13 @@ class Variant:
             for flags in self.flag_values():
                 yield Spec(dtype, flags=tuple(sorted(flags.items())))
             return
+        a_layouts, b_layouts = self.layouts(dtype)
         for a_layout, b_layout, flags in itertools.product(
-                self.a_layouts, self.b_layouts, list(self.flag_values())):
+                a_layouts, b_layouts, list(self.flag_values())):
             yield Spec(dtype, a_layout == "col", b_layout == "col",
                        flags=tuple(sorted(flags.items())))
-        base = dict(dtype=dtype, a_col=self.a_layouts[0] == "col",
-                    b_col=self.b_layouts[0] == "col",
+        base = dict(dtype=dtype, a_col=a_layouts[0] == "col",
+                    b_col=b_layouts[0] == "col",
                     flags=tuple(sorted(next(self.flag_values()).items())),
                     # int8's epilogue dequantises into floats: int32 C takes none
                     out_dtype="float32" if dtype == "int8" else None)
@@ -498,8 +513,8 @@ class Variant:
     def source(self, params: Mapping[str, int], spec: Spec = Spec()) -> str:  # noqa: B008
         """The rendered CUDA C for ``params`` (already resolved) and ``spec``."""
         self.check_dtype(spec.dtype)
-        for operand, col, layouts in (("A", spec.a_col, self.a_layouts),
-                                      ("B", spec.b_col, self.b_layouts)):
+        for operand, col, layouts in zip("AB", (spec.a_col, spec.b_col),
+                                         self.layouts(spec.dtype), strict=True):
             if ("col" if col else "row") not in layouts:
                 raise ValueError(
                     f"variant {self.name!r} reads {operand} {' or '.join(layouts)}-major only"
