@@ -20,6 +20,10 @@ H100_SMS = 132
 TMA_PADDING_PAYS = 10**9
 
 
+#: Rows (or columns) of C up to which 8-bit products with K >= 1024 take rung 20.
+SKINNY_EIGHT_BIT = 16
+
+
 def heuristic(m: int, n: int, k: int, dtype: str = "float32", cc: int = 90,
               precision: str | None = None, sms: int = H100_SMS, batch: int = 1,
               a_row_major: bool = True, scale_vectors: bool = False
@@ -71,6 +75,16 @@ def heuristic(m: int, n: int, k: int, dtype: str = "float32", cc: int = 90,
         if tiles(params["BM"], params["BN"]) < sms:      # (as for mma; not measured)
             params.update(BM=64, BN=64, WM=32, WN=32)
         return "mma_int8", params
+    few = min(m, n)
+    if dtype in eight_bit.dtypes and few <= SKINNY_EIGHT_BIT and k >= 1024:
+        # few rows (a decode step on quantised weights) or few columns: rung 20 streams
+        # the big operand once; K split until the blocks number twice the SMs
+        skinny = get_variant("skinny")
+        big_blocks = cdiv(max(m, n), skinny.defaults["BN"]) * batch
+        splits = next((s for s in (2, 4, 8) if big_blocks * s >= 2 * sms
+                       or 2 * s * skinny.defaults["BK"] > k), 16)
+        return skinny.name, {**skinny.defaults, "BM": 1 << (few - 1).bit_length(),
+                             "SPLITS": splits, "FEW_COLUMNS": int(n < m)}
     if dtype == "int8" and m * n * batch <= 1 << 18 and k <= 1024:
         # a small int8 product: rung 19's 64 x 64 tiles, 4 stages, start and finish sooner
         # than rung 18's (a TMA ring of 160 KB): 4.9-6.5 us against 6.8-7.7 where

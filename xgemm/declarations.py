@@ -543,8 +543,9 @@ register(Variant(
     grid=("cdiv(M if FEW_COLUMNS else N, BN)", "cdiv(N if FEW_COLUMNS else M, BM)"),
     tile_shape=("BN if FEW_COLUMNS else BM", "BM if FEW_COLUMNS else BN", "BK"),
     # A's chunk and the tile's sums (in the sums' type), the threads' sums to reduce (B
-    # along N)
-    smem_bytes="max(BYTES, 4) * (BM * BK + BM * BN + 32 * WARPS * 16 // BYTES)",
+    # along N: never for 8-bit operands)
+    smem_bytes="max(BYTES, 4) * (BM * BK + BM * BN + (32 * WARPS * 16 // BYTES if BYTES > 1"
+               " else 0))",
     splits="SPLITS",
     extra_args=("partials", "arrivals", "scale_a", "scale_b"),
     flags=("aligned16",),
