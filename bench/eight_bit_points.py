@@ -7,7 +7,7 @@ B a weight's transposed view), and 4096^3 and 8192^3 with --squares: the kernel 
 four times) of ``torch._scaled_mm`` (FP8 e4m3, a float32 scale per row of A and per column
 of B, bfloat16 C) or ``torch._int_mm`` (int8, int32 C; it refuses 16 rows or fewer), of
 auto's pick, and of each point below. Products of at most 16 rows or columns also time
-rung 20 (``skinny``) at 2-16 splits and 32 or 64 columns a block, and report the rate at
+rung 20 (``skinny``) at 2-16 splits and chunks of 512 or 1024 k's, and report the rate at
 which its best point reads the big operand against the device-to-device copy bandwidth
 measured in the same run; --decode adds decode steps (1-16 rows of 4096 x 4096, 14336 x
 4096 and 4096 x 14336 weights). Every point's result is checked against float64 first.
@@ -53,15 +53,22 @@ def label(variant: str, params: dict) -> str:
     return short + "".join(f" {k}{v}" for k, v in params.items()) if params else short
 
 
-def skinny_points(m: int, n: int) -> list[tuple[str, dict]]:
+def skinny_points(m: int, n: int, dtype: str) -> list[tuple[str, dict]]:
     """Rung 20's points for a product of few rows (or, FEW_COLUMNS, few columns): BM the
-    power of two that holds them, 32 or 64 columns a block, 2 to 16 splits."""
+    power of two that holds them, chunks of 512 or 1024 k's, 2 to 16 splits (those its
+    constraints allow)."""
     few = min(m, n)
     if few > FEW:
         return []
-    bm = 1 << (few - 1).bit_length()
-    return [("skinny", {"BM": bm, "BN": bn, "SPLITS": splits, "FEW_COLUMNS": int(n < m)})
-            for bn in ((32, 64) if bm <= 8 else (32,)) for splits in (2, 4, 8, 16)]
+    skinny = xgemm.get_variant("skinny")
+    points = []
+    for bk in (512, 1024):
+        for splits in (2, 4, 8, 16):
+            point = {"BM": 1 << (few - 1).bit_length(), "BK": bk, "SPLITS": splits,
+                     "FEW_COLUMNS": int(n < m)}
+            if not skinny.broken_rules({**skinny.defaults, **point}, dtype):
+                points.append(("skinny", point))
+    return points
 
 
 def measure(part: str, m: int, n: int, k: int, generator: torch.Generator) -> dict:
@@ -102,7 +109,8 @@ def measure(part: str, m: int, n: int, k: int, generator: torch.Generator) -> di
     row["auto"] = label(auto.variant.name, {})
     row["auto_params"] = dict(auto.params)
     row["auto_ms"] = kernel_ms(auto)
-    for variant, params in (*POINTS[part], *skinny_points(m, n)):
+    fmt = "int8" if part == "int8" else "float8_e4m3fn"
+    for variant, params in (*POINTS[part], *skinny_points(m, n, fmt)):
         launch = xgemm.prepare(a, b, variant=variant, scale_a=scale_a, scale_b=scale_b,
                                **params)
         result = launch().double()
