@@ -7,7 +7,7 @@ B a weight's transposed view), and 4096^3 and 8192^3 with --squares: the kernel 
 four times) of ``torch._scaled_mm`` (FP8 e4m3, a float32 scale per row of A and per column
 of B, bfloat16 C) or ``torch._int_mm`` (int8, int32 C; it refuses 16 rows or fewer), of
 auto's pick, and of each point below. Products of at most 16 rows or columns also time
-rung 20 (``skinny``) at 2-16 splits and chunks of 512 or 1024 k's, and report the rate at
+rung 20 (``skinny``) at 2-16 splits, and report the rate at
 which its best point reads the big operand against the device-to-device copy bandwidth
 measured in the same run; --decode adds decode steps (1-16 rows of 4096 x 4096, 14336 x
 4096 and 4096 x 14336 weights). Every point's result is checked against float64 first.
@@ -55,19 +55,16 @@ def label(variant: str, params: dict) -> str:
 
 def skinny_points(m: int, n: int, dtype: str) -> list[tuple[str, dict]]:
     """Rung 20's points for a product of few rows (or, FEW_COLUMNS, few columns): BM the
-    power of two that holds them, chunks of 512 or 1024 k's, 2 to 16 splits (those its
-    constraints allow)."""
+    power of two that holds them, 2 to 16 splits (those its constraints allow)."""
     few = min(m, n)
     if few > FEW:
         return []
     skinny = xgemm.get_variant("skinny")
     points = []
-    for bk in (512, 1024):
-        for splits in (2, 4, 8, 16):
-            point = {"BM": 1 << (few - 1).bit_length(), "BK": bk, "SPLITS": splits,
-                     "FEW_COLUMNS": int(n < m)}
-            if not skinny.broken_rules({**skinny.defaults, **point}, dtype):
-                points.append(("skinny", point))
+    for splits in (2, 4, 8, 16):
+        point = {"BM": 1 << (few - 1).bit_length(), "SPLITS": splits, "FEW_COLUMNS": int(n < m)}
+        if not skinny.broken_rules({**skinny.defaults, **point}, dtype):
+            points.append(("skinny", point))
     return points
 
 

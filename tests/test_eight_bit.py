@@ -95,6 +95,16 @@ def test_int8_runs_on_rung_19_before_hopper_and_when_small():
     assert heuristic(4096, 4096, 4096, E4M3, 80)[0] == NAME  # which the plan then refuses
 
 
+def test_few_rows_or_columns_over_a_long_k_take_rung_20():
+    from xgemm.choice import heuristic
+
+    for dtype in (E4M3, "int8"):
+        assert heuristic(153, 16, 13424, dtype) == ("skinny", {
+            "BM": 16, "BN": 32, "BK": 512, "WARPS": 8, "SPLITS": 16, "FEW_COLUMNS": 1})
+        assert heuristic(3, 100, 1600, dtype)[1]["BM"] == 4
+        assert heuristic(3, 3152, 5552, dtype)[0] != "skinny"  # K short beside N
+
+
 def test_scale_vectors_take_128_column_tiles():
     """Rung 18 stages C for its TMA store at 128 columns only when a scale comes per row
     or column, so the rule takes 128 x 128 tiles then, and 128 x 256 without them."""
@@ -286,13 +296,14 @@ def test_mma_int8_outputs_scales_and_epilogue(rng):
 @pytest.mark.gpu
 def test_int8_before_hopper(rng, monkeypatch, fresh_plans):
     """On an sm_80 GPU (as the plan sees it) auto runs int8 on rung 19, and refuses FP8
-    naming why."""
+    products rung 20 does not take, naming why and what runs there."""
     import xgemm.gpu
 
     monkeypatch.setattr(xgemm.gpu, "compute_capability", lambda device: 80)
     launch, c, expected = product(rng, 300, 200, 96, ("int8", "int8"))
     assert launch.variant.name == "mma_int8" and frobenius_error(c, expected) == 0
-    with pytest.raises(ValueError, match="no xgemm variant multiplies float8_e4m3fn on GPU"):
+    with pytest.raises(ValueError, match="auto multiplies float8_e4m3fn products of this "
+                       "shape on 'wgmma_8bit', built for sm_90a only"):
         product(rng, 64, 64, 64, (E4M3, E4M3))
 
 

@@ -20,7 +20,8 @@ H100_SMS = 132
 TMA_PADDING_PAYS = 10**9
 
 
-#: Rows (or columns) of C up to which 8-bit products with K >= 1024 take rung 20.
+#: Rows (or columns) of C up to which an 8-bit product takes rung 20, where K is as
+#: many times the other side.
 SKINNY_EIGHT_BIT = 16
 
 
@@ -41,7 +42,8 @@ def heuristic(m: int, n: int, k: int, dtype: str = "float32", cc: int = 90,
     ``mma_tf32``, and for float64 through ``dmma`` (the FP64 tensor cores) from sm_80;
     8-bit inputs (FP8, int8) ``wgmma_8bit`` on sm_90 (``scale_vectors``: a scale per
     row of A or per column of B, which its 256-column tiles cannot stage for a TMA store),
-    int8 ``mma_int8`` before it and for small products (at most 2^18 outputs, K <= 1024);
+    int8 ``mma_int8`` before it and for small products (at most 2^18 outputs, K <= 1024),
+    ``skinny`` for at most 16 rows or columns with K >= 16 times the other side;
     splitk for float32 outputs of few tiles with K >= 4096; for
     outputs of a million elements or more the fastest large-tile rung for the dtype
     (``pipelined`` for float32, ``vectorized`` for the others), for mid-sized ones
@@ -76,28 +78,28 @@ def heuristic(m: int, n: int, k: int, dtype: str = "float32", cc: int = 90,
             params.update(BM=64, BN=64, WM=32, WN=32)
         return "mma_int8", params
     few = min(m, n)
-    if dtype in eight_bit.dtypes and few <= SKINNY_EIGHT_BIT and k >= 1024:
-        # few rows (a decode step on quantised weights) or few columns: rung 20 streams
-        # the big operand once; K split until the blocks number twice the SMs
-        skinny = get_variant("skinny")
-        big_blocks = cdiv(max(m, n), skinny.defaults["BN"]) * batch
-        splits = next((s for s in (2, 4, 8) if big_blocks * s >= 2 * sms
-                       or 2 * s * skinny.defaults["BK"] > k), 16)
-        return skinny.name, {**skinny.defaults, "BM": 1 << (few - 1).bit_length(),
-                             "SPLITS": splits, "FEW_COLUMNS": int(n < m)}
+    if (dtype in eight_bit.dtypes and 0 < few <= SKINNY_EIGHT_BIT
+            and max(m, n) * SKINNY_EIGHT_BIT <= k and batch == 1):
+        # few rows or columns, and K long beside the other side: rung 20 splits K 16
+        # ways where rung 18 walks it in one block a tile (150 x 16 x 6816 and 153 x 16 x
+        # 13424: FP8 20.6 and 31.5 us against 22.0 and 38.4, int8 14.7 and 19.7 against
+        # 22.4 and 38.7; it reads wider operands at a third of the copy bandwidth, so
+        # loses elsewhere: evidence/eight_bit_points_*.txt)
+        return "skinny", {**get_variant("skinny").defaults, "BM": 1 << (few - 1).bit_length(),
+                          "SPLITS": 16, "FEW_COLUMNS": int(n < m)}
     if dtype == "int8" and m * n * batch <= 1 << 18 and k <= 1024:
         # a small int8 product: rung 19's 64 x 64 tiles, 4 stages, start and finish sooner
         # than rung 18's (a TMA ring of 160 KB): 4.9-6.5 us against 6.8-7.7 where
-        # torch._int_mm takes 5.2-6.3 (evidence/mma_int8_small.txt, the random suite's
+        # torch._int_mm takes 5.2-6.3 (evidence/eight_bit_points_int8.txt, the random suite's
         # int8 seeds 10 and 11; longer K or larger C ran faster on rung 18)
         return "mma_int8", {**get_variant("mma_int8").defaults, "BM": 64, "BN": 64,
                             "WM": 32, "WN": 32, "STAGES": 4}
     if dtype in eight_bit.dtypes:  # the 8-bit rung on sm_90 (for FP8 elsewhere the plan
-        # says no rung runs there); 128 x 256 tiles, 128 x 128 with 4 stages where those
+        # refuses it, naming what runs there); 128 x 256 tiles, 128 x 128 with 4 stages where those
         # leave SMs idle (at 4096^3, FP8: 0.95x torch._scaled_mm against 0.77x with 3;
         # evidence/wgmma_8bit.txt) or where scale vectors leave the 256-column tiles'
         # C unstaged: at every shape (the random suite's 8-bit seeds 10 and 11,
-        # evidence/wgmma_8bit_points.txt: 1.01x the best of six points against 1.07x)
+        # evidence/eight_bit_points_float8.txt: 1.01x the best of six points against 1.06x)
         params = dict(eight_bit.defaults)
         if scale_vectors or tiles(params["BM"], params["BN"]) < sms:
             params.update(BN=128, STAGES=4)

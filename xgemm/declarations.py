@@ -522,13 +522,10 @@ register(Variant(
     adds="few rows (or columns): A's rows in shared memory, B streamed once in 16-byte"
          " loads, K split across lanes or threads and blocks, reduced in a fixed order",
     defaults={"BM": 8, "BN": 32, "BK": 512, "WARPS": 8, "SPLITS": 4, "FEW_COLUMNS": 0},
-    space={"BM": [1, 2, 4, 8, 16], "BN": [16, 32, 64], "BK": [256, 512, 1024],
-           "WARPS": [4, 8],
+    space={"BM": [1, 2, 4, 8, 16], "BN": [16, 32, 64], "BK": [256, 512], "WARPS": [4, 8],
            "SPLITS": [2, 4, 8, 16], "FEW_COLUMNS": [0, 1]},
     constraints=[
         "BK % (32 * 16 // BYTES) == 0",   # a warp's lanes take whole 16-byte loads of a chunk
-        # chunks past 512 for 8-bit operands, whose 512 are one 16-byte load a lane
-        "BYTES == 1 or BK <= 512",
         # (B below: the big operand, A where FEW_COLUMNS)
         # at most 64 registers of sums a thread: B along K, its warp's columns by the rows
         "BN % WARPS == 0 and BN // WARPS * BM * max(BYTES, 4) <= 256",

@@ -716,6 +716,14 @@ def _choose(mats: tuple, layouts: list, shapes: Shapes, dtype: str, device: int,
         name, p = heuristic(shapes.m, shapes.n, shapes.k, dtype, cc, precision, sms,
                             shapes.count, scale_vectors=scale_vectors)
         v = get_variant(name)
+        able = [n for n in variants() if dtype in get_variant(n).dtypes
+                and get_variant(n).runs_on(cc)]
+        if not v.runs_on(cc) and able:  # (with none able, check_arch says so)
+            raise ValueError(
+                f"auto multiplies {dtype} products of this shape on {v.name!r}, built for "
+                f"{v.target or 'newer GPUs'} only; on GPU {device} (compute capability "
+                f"{cc / 10:.1f}) only {', '.join(map(repr, able))} multiply {dtype}: name it "
+                "(variant=...) to run there")
         check_arch(v, dtype, device)
         return v, v.resolve(p, dtype)
     v, p, tuned, read, copyable = _ruled(mats, layouts, shapes, dtype, device, precision)
