@@ -28,7 +28,7 @@ def candidate_jobs(names):
         v = xgemm.get_variant(name)
         for dtype in v.dtypes:
             for point, a_layout, b_layout, flags in itertools.product(
-                    v.candidate_points(dtype), v.a_layouts, v.b_layouts, v.flag_values()):
+                    v.candidate_points(dtype), *v.layouts(dtype), v.flag_values()):
                 yield name, v.resolve(point, dtype), Spec(
                     dtype, a_layout == "col", b_layout == "col",
                     flags=tuple(sorted(flags.items())))
@@ -52,6 +52,9 @@ def jobs(names):
             yield name, point, Spec(home, **first, flags=flags)
         for dtype in v.dtypes:
             defaults = v.resolve({}, dtype)
+            if dtype in EIGHT_BIT:  # K-major only: tests/test_eight_bit.py's own products
+                yield from ((name, defaults, spec) for spec in v.specs(dtype))
+                continue
             for a_layout, b_layout, flags in itertools.product(v.a_layouts, v.b_layouts,
                                                                flag_sets):
                 yield name, defaults, Spec(dtype, a_layout == "col", b_layout == "col",

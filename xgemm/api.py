@@ -311,7 +311,7 @@ def source(variant: str, dtype: str = "float32", *, a_col: bool = False, b_col: 
     v = get_variant(variant)
     flags = tuple(sorted((f, bool(params.pop(f, True))) for f in v.flags))
     if b_col is None:
-        b_col = v.b_layouts[0] == "col"
+        b_col = v.layouts(dtype)[1][0] == "col"
     spec = Spec(dtype, a_col, b_col, bias, parse_activation(activation), read_c, flags,
                 out_dtype, b_dtype, scale_a, scale_b)
     return v.source(v.resolve(params, dtype), spec)
