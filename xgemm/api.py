@@ -115,9 +115,10 @@ def matmul(a: Any, b: Any, variant: str = DEFAULT_VARIANT, out: Any = None,
             uint8 arrays of FP8 values, "float8_e4m3fn" or "float8_e5m2", or a pair (a's,
             b's; e4m3 and e5m2 mix). PyTorch float8 tensors (``torch.float8_e4m3fn``,
             ``torch.float8_e5m2``) and int8 arrays need none. 8-bit products run on
-            ``wgmma_8bit`` (sm_90), int8 ones elsewhere from sm_80 on ``mma_int8``; both
-            read a row-major and b column-major (``w.T`` of a weight ``w`` stored N x K)
-            in place, and copy other layouts first (``prepare(...).copies``).
+            ``wgmma_8bit`` (sm_90), int8 ones elsewhere from sm_80 and small ones on
+            ``mma_int8``, and few rows or columns over a long K on ``skinny``; all read a
+            row-major and b column-major (``w.T`` of a weight ``w`` stored N x K) in
+            place, and copy other layouts first (``prepare(...).copies``).
         **params: the variant's tile parameters (``tile=16``, ``BM=64``...); those left
             out take the variant's defaults.
 
