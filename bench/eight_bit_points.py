@@ -7,10 +7,11 @@ B a weight's transposed view), and 4096^3 and 8192^3 with --squares: the kernel 
 four times) of ``torch._scaled_mm`` (FP8 e4m3, a float32 scale per row of A and per column
 of B, bfloat16 C) or ``torch._int_mm`` (int8, int32 C; it refuses 16 rows or fewer), of
 auto's pick, and of each point below. Products of at most 16 rows or columns also time
-rung 20 (``skinny``) at 2-16 splits, and report the rate at
-which its best point reads the big operand against the device-to-device copy bandwidth
-measured in the same run; --decode adds decode steps (1-16 rows of 4096 x 4096, 14336 x
-4096 and 4096 x 14336 weights). Every point's result is checked against float64 first.
+rung 20 (``skinny``) at 2-16 splits, and report the rate at which its best point reads
+the big operand against the device-to-device copy bandwidth measured in the same run.
+--decode adds decode steps (1-16 rows of 4096 x 4096, 14336 x 4096 and 4096 x 14336
+weights); --seeds 0 leaves the random cases out. Every point's result is checked
+against float64 first.
 
     PYTHONPATH=. python bench/eight_bit_points.py --part float8 --seeds 10,11 [--squares]
         [--decode] [--json out.json]
