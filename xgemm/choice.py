@@ -95,10 +95,10 @@ def heuristic(m: int, n: int, k: int, dtype: str = "float32", cc: int = 90,
         return "mma_int8", {**get_variant("mma_int8").defaults, "BM": 64, "BN": 64,
                             "WM": 32, "WN": 32, "STAGES": 4}
     if dtype in eight_bit.dtypes:  # the 8-bit rung on sm_90 (for FP8 elsewhere the plan
-        # refuses it, naming what runs there); 128 x 256 tiles, 128 x 128 with 4 stages where those
-        # leave SMs idle (at 4096^3, FP8: 0.95x torch._scaled_mm against 0.77x with 3;
-        # evidence/wgmma_8bit.txt) or where scale vectors leave the 256-column tiles'
-        # C unstaged: at every shape (the random suite's 8-bit seeds 10 and 11,
+        # refuses it, naming what runs there); 128 x 256 tiles, 128 x 128 with 4 stages
+        # where those leave SMs idle (at 4096^3, FP8: 0.95x torch._scaled_mm against 0.77x
+        # with 3; evidence/wgmma_8bit.txt) or where scale vectors leave the 256-column
+        # tiles' C unstaged: at every shape (the random suite's 8-bit seeds 10 and 11,
         # evidence/eight_bit_points_float8.txt: 1.01x the best of six points against 1.06x)
         params = dict(eight_bit.defaults)
         if scale_vectors or tiles(params["BM"], params["BN"]) < sms:

@@ -111,12 +111,19 @@ def check_device_limits(v: Variant, p: dict[str, int], dtype: str, device: int) 
     return smem
 
 
-def check_arch(v: Variant, dtype: str, device: int) -> None:
-    """ValueError, before anything is compiled, if ``v`` cannot run on GPU ``device``."""
+def check_arch(v: Variant, dtype: str, device: int, auto: bool = False) -> None:
+    """ValueError, before anything is compiled, if ``v`` cannot run on GPU ``device``
+    (``auto``: the rules picked it for this shape, so the error names what to pick)."""
     cc = gpu.compute_capability(device)
     if not v.runs_on(cc):
         able = [name for name in variants() if dtype in get_variant(name).dtypes
                 and get_variant(name).runs_on(cc)]
+        if auto and able:
+            raise ValueError(
+                f"auto multiplies {dtype} products of this shape on {v.name!r}, built for "
+                f"{v.target or 'newer GPUs'} only; on GPU {device} (compute capability "
+                f"{cc / 10:.1f}) only {', '.join(map(repr, able))} multiply {dtype}: name it "
+                "(variant=...) to run there")
         if not able:
             rungs = [get_variant(name) for name in variants() if dtype in get_variant(name).dtypes]
             raise ValueError(
@@ -716,15 +723,7 @@ def _choose(mats: tuple, layouts: list, shapes: Shapes, dtype: str, device: int,
         name, p = heuristic(shapes.m, shapes.n, shapes.k, dtype, cc, precision, sms,
                             shapes.count, scale_vectors=scale_vectors)
         v = get_variant(name)
-        able = [n for n in variants() if dtype in get_variant(n).dtypes
-                and get_variant(n).runs_on(cc)]
-        if not v.runs_on(cc) and able:  # (with none able, check_arch says so)
-            raise ValueError(
-                f"auto multiplies {dtype} products of this shape on {v.name!r}, built for "
-                f"{v.target or 'newer GPUs'} only; on GPU {device} (compute capability "
-                f"{cc / 10:.1f}) only {', '.join(map(repr, able))} multiply {dtype}: name it "
-                "(variant=...) to run there")
-        check_arch(v, dtype, device)
+        check_arch(v, dtype, device, auto=True)
         return v, v.resolve(p, dtype)
     v, p, tuned, read, copyable = _ruled(mats, layouts, shapes, dtype, device, precision)
     if tuned or 0 in (shapes.m, shapes.n, shapes.count):  # an empty product has no cost
