@@ -369,6 +369,18 @@ def test_scales(rng, pair, out_dtype):
         assert err <= TOLERANCE[out_dtype], (
             f"scales {type(scale_a).__name__} {getattr(scale_a, 'shape', '')}: error {err} "
             f"(seed {rng.seed})")
+    # C staged for the TMA store with the scales staged beside it, the tile's scales
+    # refilled as each block walks many tiles; and from registers (TMA_STORE=0)
+    m, n, k = 1000, 1100, 256
+    rows, cols = rng.array((m,)) ** 2 + 0.5, rng.array((n,)) ** 2 + 0.5
+    for params in ({"BN": 256}, {"BM": 256, "BN": 128}, {"BN": 256, "TMA_STORE": 0}):
+        launch, c, expected = product(rng, m, n, k, pair, out_dtype, variant=NAME,
+                                      scale_a=rows, scale_b=cols, **params)
+        staged = out_dtype != "float32" and "TMA_STORE" not in params
+        assert launch.params["TMA_STORE"] == (1 if staged else 0), params
+        expected = rows.astype(cupy.float64)[:, None] * expected * cols.astype(cupy.float64)
+        err = frobenius_error(c, expected)
+        assert err <= TOLERANCE[out_dtype], f"{params}: error {err} (seed {rng.seed})"
 
 
 @pytest.mark.gpu

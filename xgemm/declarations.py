@@ -483,8 +483,10 @@ register(Variant(
                     "TMA_STORE": 1, "SPREAD": 0},
        "space": {"BM": [128, 256], "BN": [128, 256], "CONSUMERS": [2], "STAGES": [3, 4],
                  "GROUP": [8], "TMA_STORE": [0, 1], "SPREAD": [0]},
-       # C staged as 16-bit values, whatever BYTES (1) says
-       "smem_bytes": RING_BYTES + " + min(TMA_STORE, 1) * BM * BN * 2",
+       # C staged as 16-bit values, whatever BYTES (1) says, and its tile's row and column
+       # scales in whole KiB
+       "smem_bytes": RING_BYTES + " + min(TMA_STORE, 1) * (BM * BN * 2"
+                                  " + 1024 * cdiv((BM + CONSUMERS * BN) * 4, 1024))",
        "extra_args": ("tensor_map_a", "tensor_map_b", "tensor_map_c", "scale_a", "scale_b"),
        "dtypes": ("int8", "float8_e4m3fn", "float8_e5m2")},
     c_bytes=2,
