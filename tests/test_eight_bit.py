@@ -120,16 +120,6 @@ def test_few_rows_or_columns_over_a_long_k_take_rung_20():
         assert heuristic(3, 3152, 5552, dtype)[0] != "skinny"  # K short beside N
 
 
-def test_scale_vectors_take_128_column_tiles():
-    """Rung 18 stages C for its TMA store at 128 columns only when a scale comes per row
-    or column, so the rule takes 128 x 128 tiles then, and 128 x 256 without them."""
-    from xgemm.choice import heuristic
-
-    for dtype in (E4M3, "int8"):
-        assert heuristic(8192, 8192, 8192, dtype)[1]["BN"] == 256
-        assert heuristic(8192, 8192, 8192, dtype, scale_vectors=True)[1]["BN"] == 128
-
-
 def test_the_compile_check_builds_every_output_scaling_and_mixed_format():
     v = xgemm.get_variant(NAME)
     for dtype in v.dtypes:
@@ -371,7 +361,7 @@ def test_scales(rng, pair, out_dtype):
             f"(seed {rng.seed})")
     # C staged for the TMA store with the scales staged beside it, the tile's scales
     # refilled as each block walks many tiles; and from registers (TMA_STORE=0)
-    m, n, k = 1000, 1100, 256
+    m, n, k = 1000, 1096, 256  # rows of C on 16 bytes: TMA stores them
     rows, cols = rng.array((m,)) ** 2 + 0.5, rng.array((n,)) ** 2 + 0.5
     for params in ({"BN": 256}, {"BM": 256, "BN": 128}, {"BN": 256, "TMA_STORE": 0}):
         launch, c, expected = product(rng, m, n, k, pair, out_dtype, variant=NAME,
