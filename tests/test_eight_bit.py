@@ -120,6 +120,17 @@ def test_few_rows_or_columns_over_a_long_k_take_rung_20():
         assert heuristic(3, 3152, 5552, dtype)[0] != "skinny"  # K short beside N
 
 
+def test_scale_vectors_take_128_column_tiles_below_a_long_k():
+    """Where C's stores are most of the work (K < 1024), a scale per row or column takes
+    128 x 128 tiles; from K = 1024, and without them, 128 x 256 where those fill the SMs."""
+    from xgemm.choice import heuristic
+
+    for dtype in (E4M3, "int8"):
+        assert heuristic(8192, 8192, 8192, dtype, scale_vectors=True)[1]["BN"] == 256
+        assert heuristic(8192, 8192, 64, dtype, scale_vectors=True)[1]["BN"] == 128
+        assert heuristic(8192, 8192, 64, dtype)[1]["BN"] == 256
+
+
 def test_the_compile_check_builds_every_output_scaling_and_mixed_format():
     v = xgemm.get_variant(NAME)
     for dtype in v.dtypes:

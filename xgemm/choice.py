@@ -20,6 +20,8 @@ H100_SMS = 132
 TMA_PADDING_PAYS = 10**9
 
 
+#: K from which an 8-bit product with scale vectors keeps rung 18's 128 x 256 tiles.
+SCALED_LONG_K = 1024
 #: Rows (or columns) of C up to which an 8-bit product takes rung 20, where K is as
 #: many times the other side.
 SKINNY_EIGHT_BIT = 16
@@ -27,7 +29,8 @@ SKINNY_EIGHT_BIT = 16
 
 def heuristic(m: int, n: int, k: int, dtype: str = "float32", cc: int = 90,
               precision: str | None = None, sms: int = H100_SMS, batch: int = 1,
-              a_row_major: bool = True) -> tuple[str, dict[str, int]]:
+              a_row_major: bool = True, scale_vectors: bool = False
+              ) -> tuple[str, dict[str, int]]:
     """The variant ``auto`` uses for a shape nobody tuned, on a GPU of compute capability
     ``cc`` x 10 with ``sms`` multiprocessors, from the H100 measurements in bench/: for
     one 16-bit product of at most 32 rows, N >= 1024 and K >= 4096 ``wgmma_rows`` on sm_90
@@ -39,9 +42,10 @@ def heuristic(m: int, n: int, k: int, dtype: str = "float32", cc: int = 90,
     else the plan takes ``mma``), ``mma`` on sm_80 and
     newer; the same for float32 with ``precision="tf32"`` through ``wgmma_tf32`` or
     ``mma_tf32``, and for float64 through ``dmma`` (the FP64 tensor cores) from sm_80;
-    8-bit inputs (FP8, int8) ``wgmma_8bit`` on sm_90, int8 ``mma_int8`` before it and for
-    small products (at most 2^18 outputs, K <= 1024), ``skinny`` for at most 16 rows or
-    columns with K >= 16 times the other side;
+    8-bit inputs (FP8, int8) ``wgmma_8bit`` on sm_90 (``scale_vectors``: a scale per
+    row of A or per column of B, which take 128-column tiles below K = 1024), int8
+    ``mma_int8`` before it and for small products (at most 2^18 outputs, K <= 1024),
+    ``skinny`` for at most 16 rows or columns with K >= 16 times the other side;
     splitk for float32 outputs of few tiles with K >= 4096; for
     outputs of a million elements or more the fastest large-tile rung for the dtype
     (``pipelined`` for float32, ``vectorized`` for the others), for mid-sized ones
@@ -95,13 +99,13 @@ def heuristic(m: int, n: int, k: int, dtype: str = "float32", cc: int = 90,
     if dtype in eight_bit.dtypes:  # the 8-bit rung on sm_90 (for FP8 elsewhere the plan
         # refuses it, naming what runs there); 128 x 256 tiles, 128 x 128 with 4 stages
         # where those leave SMs idle (at 4096^3, FP8: 0.95x torch._scaled_mm against 0.77x
-        # with 3; evidence/wgmma_8bit.txt). With scale vectors too, now that their scales
-        # are staged beside C: 1.024x the best of six points on seeds 10 and 11 and 1.022x
-        # on seed 19, against 1.022x and 1.024x for 128 x 128 everywhere, and 1.02-1.03x
-        # torch._scaled_mm at 4096^3 and 8192^3 against 0.95x
-        # (evidence/eight_bit_points_float8_staged_scales.txt)
+        # with 3; evidence/wgmma_8bit.txt). With scale vectors (staged beside C), 128 x 128
+        # with 4 stages for K < 1024 too, where C's stores are most of the work: 1.016x the
+        # best of six points on seeds 10 and 11, 1.019x on seed 19, 1.000x at 4096^3 and
+        # 8192^3 (1.02-1.03x torch._scaled_mm; evidence/eight_bit_points_float8_staged_scales.txt)
         params = dict(eight_bit.defaults)
-        if tiles(params["BM"], params["BN"]) < sms:
+        if (tiles(params["BM"], params["BN"]) < sms
+                or scale_vectors and k < SCALED_LONG_K):
             params.update(BN=128, STAGES=4)
         return eight_bit.name, params
     rows = get_variant("wgmma_rows")

@@ -708,18 +708,20 @@ def _ruled(mats: tuple, layouts: list, shapes: Shapes, dtype: str, device: int,
 
 
 def _choose(mats: tuple, layouts: list, shapes: Shapes, dtype: str, device: int,
-            precision: str | None) -> tuple[Variant, dict[str, int]]:
+            precision: str | None, scale_vectors: bool = False
+            ) -> tuple[Variant, dict[str, int]]:
     """``auto``: the rules' pick (``_ruled``). Unless the tuning file answered, the cost
     model (``xgemm.cost``) then prices every candidate, and its cheapest replaces the
     rules' pick where it should be faster by more than ``MODEL_MARGIN`` (a batch:
     ``BATCH_MODEL_MARGIN``): the rules' picks were measured on the shapes they were
     written for, and the model is what knows the shapes the rules' thresholds were never
     fitted to (few rows, tiny K, small products, operands TMA cannot read). 8-bit
-    products take the rule alone."""
+    products take the rule alone, told whether a scale comes per row or column
+    (``scale_vectors``)."""
     if dtype in EIGHT_BIT:  # one rung multiplies them, copying what is not K-major
         cc, sms = gpu.compute_capability(device), gpu.multiprocessors(device)
         name, p = heuristic(shapes.m, shapes.n, shapes.k, dtype, cc, precision, sms,
-                            shapes.count)
+                            shapes.count, scale_vectors=scale_vectors)
         v = get_variant(name)
         check_arch(v, dtype, device, auto=True)
         return v, v.resolve(p, dtype)
@@ -875,7 +877,8 @@ def _lay_out(a: cupy.ndarray, b: cupy.ndarray, v: Variant | None, params: dict[s
     auto, listed = v is None, ()
     if auto:
         layouts = [layout_of(x.shape, x.strides, x.itemsize) for x in mats]
-        v, p = choice or _choose(mats, layouts, shapes, dtype, device, precision)
+        v, p = choice or _choose(mats, layouts, shapes, dtype, device, precision,
+                                 "vector" in (spec_extras["scale_a"], spec_extras["scale_b"]))
         if contenders:
             listed = _contenders(mats, layouts, shapes, dtype, device, precision, contenders)
     else:
