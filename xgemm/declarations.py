@@ -483,8 +483,9 @@ register(Variant(
                     "TMA_STORE": 1, "SPREAD": 0},
        "space": {"BM": [128, 256], "BN": [128, 256], "CONSUMERS": [2], "STAGES": [3, 4],
                  "GROUP": [8], "TMA_STORE": [0, 1], "SPREAD": [0]},
-       # C staged as 16-bit values, whatever BYTES (1) says, and its tile's row and column
-       # scales in whole KiB
+       # C staged as 16-bit values, whatever BYTES (1) says, and room in whole KiB for
+       # its tile's row and column scales (staged where scale vectors meet 256 columns;
+       # room kept at every point: the scales are not a parameter)
        "smem_bytes": RING_BYTES + " + min(TMA_STORE, 1) * (BM * BN * 2"
                                   " + 1024 * cdiv((BM + CONSUMERS * BN) * 4, 1024))",
        "extra_args": ("tensor_map_a", "tensor_map_b", "tensor_map_c", "scale_a", "scale_b"),
