@@ -31,7 +31,7 @@ from xgemm.bench import measure_copy_bandwidth
 from xgemm.timing import time_launches
 
 #: (variant, parameters): rung 18 at its default 128 x 256 tiles, at 128 x 128 (3 or 4
-#: stages, C staged for a TMA store or not) and 256 x 128; rung 19 (int8 only) at 64 x 64.
+#: stages) and 256 x 128, C staged for a TMA store or not; rung 19 (int8 only) at 64 x 64.
 POINTS = {
     "float8": (("wgmma_8bit", {}), ("wgmma_8bit", {"BN": 128, "STAGES": 4}),
                ("wgmma_8bit", {"BN": 128, "STAGES": 3}),
@@ -40,6 +40,8 @@ POINTS = {
                ("wgmma_8bit", {"TMA_STORE": 0})),
     "int8": (("wgmma_8bit", {}), ("wgmma_8bit", {"BN": 128, "STAGES": 4}),
              ("wgmma_8bit", {"BM": 256, "BN": 128, "STAGES": 3}),
+             ("wgmma_8bit", {"TMA_STORE": 0}),
+             ("wgmma_8bit", {"BN": 128, "STAGES": 4, "TMA_STORE": 0}),
              ("mma_int8", {}), ("mma_int8", {"BM": 64, "BN": 64, "WM": 32, "WN": 32}),
              ("mma_int8", {"BM": 64, "BN": 64, "WM": 32, "WN": 32, "STAGES": 4})),
 }

@@ -450,6 +450,29 @@ def test_int32_sums_are_exact_beyond_float(rng):
 
 
 @pytest.mark.gpu
+def test_int32_results_leave_staged_in_two_halves(rng):
+    """int32 C goes through shared memory in two passes of half a tile's columns: out by
+    TMA where its rows are 16-byte aligned (many tiles a block; a second half past C's
+    last column, skipped), by the warpgroup's own stores where they are not, from
+    registers when asked; the sums exact every time."""
+    import cupy
+
+    cases = [((2053, 1028, 64), {}, 1), ((300, 100, 48), {}, 1), ((300, 60, 48), {"BN": 128}, 1),
+             ((517, 999, 32), {}, 2), ((517, 999, 32), {"BN": 128, "STAGES": 4}, 2),
+             ((517, 1000, 32), {"TMA_STORE": 0}, 0)]
+    for (m, n, k), params, store in cases:
+        launch, c, expected = product(rng, m, n, k, ("int8", "int8"), variant=NAME, **params)
+        assert launch.params["TMA_STORE"] == store, params
+        assert bool((c == expected.astype(cupy.int32)).all()), (
+            f"{m}x{n}x{k} {params}: not exact (seed {rng.seed})")
+    a = quantised(rng, (3, 130, 64), "int8")
+    b = quantised(rng, (64, 260), "int8", "F")  # one weight for the batch
+    launch = xgemm.prepare(a, b, variant=NAME)
+    assert launch.params["TMA_STORE"] == 1
+    assert bool((launch() == (decoded(a, "int8") @ decoded(b, "int8")).astype(cupy.int32)).all())
+
+
+@pytest.mark.gpu
 def test_pytorch_float8_tensors(rng):
     """PyTorch float8 tensors are read as they are (their dtype names the format) and agree
     with torch._scaled_mm on the same data and scales."""

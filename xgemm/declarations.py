@@ -490,7 +490,7 @@ register(Variant(
                                   " + 1024 * cdiv((BM + CONSUMERS * BN) * 4, 1024))",
        "extra_args": ("tensor_map_a", "tensor_map_b", "tensor_map_c", "scale_a", "scale_b"),
        "dtypes": ("int8", "float8_e4m3fn", "float8_e5m2")},
-    c_bytes=2,
+    staged_c=("bfloat16", "float16", "int32"),  # int32 in two passes (the kernel's header)
     a_layouts=("row",),
     b_layouts=("col",),
 ))

@@ -935,9 +935,10 @@ def _lay_out(a: cupy.ndarray, b: cupy.ndarray, v: Variant | None, params: dict[s
                                    for x in (a, b, bias) if x is not None):
             full_c, output = cupy.empty(shapes.full, view.dtype), "staging"
     layout_c = layout_of(full_c.shape, full_c.strides, full_c.itemsize, ("row",), write=True)
-    staged = v.c_bytes or DTYPES[dtype].itemsize  # the bytes of a value of C it stages
-    if p.get("TMA_STORE") and (read_c or full_c.itemsize != staged):
-        p = {**p, "TMA_STORE": 0}  # C is read, or wider than staged: from registers
+    staged = (c_dtype in v.staged_c if v.staged_c  # a C whose values it can stage
+              else full_c.itemsize == DTYPES[dtype].itemsize)
+    if p.get("TMA_STORE") and (read_c or not staged):
+        p = {**p, "TMA_STORE": 0}  # C is read, or not staged: from registers
     elif p.get("TMA_STORE") and not tma_ready(pointer(full_c), layout_c, full_c.itemsize):
         p = {**p, "TMA_STORE": 2}  # rows TMA cannot write: staged, the threads store them
 

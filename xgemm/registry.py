@@ -240,10 +240,10 @@ class Variant:
     #: zeroed once per stream: the kernel leaves them at zero), "scale_a" and "scale_b"
     #: (an 8-bit product's scales: float32 on the GPU, null where there are none).
     extra_args: tuple[str, ...] = ()
-    #: Bytes of one value of C as its TMA store stages it (the ``smem_bytes`` expression
-    #: sized the area so): 0, C's values as wide as A's and B's. Where C's dtype is wider
-    #: or narrower, the plan turns TMA_STORE off (C leaves from registers).
-    c_bytes: int = 0
+    #: The dtypes of C its TMA store stages (the ``smem_bytes`` expression sized the area
+    #: for them); empty: any C as wide as A and B. For any other C the plan turns
+    #: TMA_STORE off (C leaves from registers).
+    staged_c: tuple[str, ...] = ()
     #: Where ``auto`` first copies an operand into the layout this kernel reads fastest:
     #: per operand ("a", "b"), that layout and an expression over the parameters, M, N, K
     #: and SMS saying when the copy pays for itself. Only an unbatched 2-D operand that

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 import numpy as np
 
 #: CUtensorMapDataType values, by NumPy dtype name.
-DATA_TYPES = {"float16": 6, "float32": 7, "bfloat16": 9,
+DATA_TYPES = {"float16": 6, "float32": 7, "bfloat16": 9, "int32": 3,
               "uint8": 0, "int8": 0}  # 8-bit operands: TMA moves bytes (UINT8) whatever they hold
 _SWIZZLE_128B = 3        # CU_TENSOR_MAP_SWIZZLE_128B
 _L2_PROMOTION_256B = 3   # CU_TENSOR_MAP_L2_PROMOTION_L2_256B
