@@ -99,10 +99,10 @@ def heuristic(m: int, n: int, k: int, dtype: str = "float32", cc: int = 90,
     if dtype in eight_bit.dtypes:  # the 8-bit rung on sm_90 (for FP8 elsewhere the plan
         # refuses it, naming what runs there); 128 x 256 tiles, 128 x 128 with 4 stages
         # where those leave SMs idle (at 4096^3, FP8: 0.95x torch._scaled_mm against 0.77x
-        # with 3; evidence/wgmma_8bit.txt). With scale vectors (staged beside C), 128 x 128
-        # with 4 stages for K < 1024 too, where C's stores are most of the work: 1.016x the
-        # best of six points on seeds 10 and 11, 1.019x on seed 19, 1.000x at 4096^3 and
-        # 8192^3 (1.02-1.03x torch._scaled_mm; evidence/eight_bit_points_float8_staged_scales.txt)
+        # with 3; evidence/wgmma_8bit.txt). With scale vectors (staged beside C at 256
+        # columns), 128 x 128 with 4 stages for K < 1024 too, where C's stores are most of
+        # the work: 1.002x the best of six points on seeds 10, 11 and 19 and at 4096^3 and
+        # 8192^3 (1.03-1.04x torch._scaled_mm; evidence/eight_bit_points_float8_33f38bb.txt)
         params = dict(eight_bit.defaults)
         if (tiles(params["BM"], params["BN"]) < sms
                 or scale_vectors and k < SCALED_LONG_K):
