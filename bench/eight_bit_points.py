@@ -26,9 +26,9 @@ import statistics
 import torch
 
 import xgemm
-from xgemm import generalisation, gpu
+from xgemm import generalisation
 from xgemm.bench import measure_copy_bandwidth
-from xgemm.timing import time_launches
+from xgemm.timing import scrub_pays, time_launches
 
 #: (variant, parameters): rung 18 at its default 128 x 256 tiles, at 128 x 128 (3 or 4
 #: stages) and 256 x 128, C staged for a TMA store or not; rung 19 (int8 only) at 64 x 64.
@@ -91,8 +91,7 @@ def measure(part: str, m: int, n: int, k: int, generator: torch.Generator) -> di
 
         def baseline() -> torch.Tensor:
             return torch._scaled_mm(a, b, scale_a, scale_b, out_dtype=torch.bfloat16)
-    l2 = gpu.properties(torch.cuda.current_device()).l2_bytes
-    flush = m * k + k * n + 4 * m * n < 4 * l2
+    flush = scrub_pays(m * k + k * n + 4 * m * n, torch.cuda.current_device())
 
     def kernel_ms(call) -> float:
         return statistics.median(time_launches(call, repeat=10, flush_l2=flush))

@@ -240,7 +240,7 @@ def measure(part: str, case: Product, *, regret: bool = True, repeat: int = 10,
 
     import xgemm
 
-    from . import bench, gpu, overhead
+    from . import bench, overhead, timing
 
     dtype, precision = PARTS[part]
     torch.backends.cuda.matmul.allow_tf32 = precision == "tf32"
@@ -248,8 +248,8 @@ def measure(part: str, case: Product, *, regret: bool = True, repeat: int = 10,
     row: dict[str, Any] = {"part": part, "case": case.label, "name": case.name,
                            "m": case.m, "n": case.n, "k": case.k, "layout": case.layout,
                            "lead": list(case.lead), "flops": case.flops}
-    l2 = gpu.properties(a.device.index).l2_bytes
-    flush = (a.numel() + b.numel() + c.numel()) * a.element_size() < 4 * l2
+    flush = timing.scrub_pays((a.numel() + b.numel() + c.numel()) * a.element_size(),
+                              a.device.index)
     baselines = _baselines(a, b, c, linear=case.layout == "NT" and bool(case.lead))
     timed = {name: _kernel_ms(fn, repeat, flush) for name, fn in baselines.items()}
     baseline = min(timed, key=timed.__getitem__)
@@ -301,11 +301,11 @@ def measure_eight_bit(part: str, case: Product, *, repeat: int = 10, rounds: int
     random suite's fields."""
     import torch
 
-    from . import gpu, suite
+    from . import suite, timing
 
     out_bytes = 4 if part == "int8" else 2  # int32 sums, or bfloat16
-    l2 = gpu.properties(torch.cuda.current_device()).l2_bytes
-    flush = case.m * case.k + case.k * case.n + out_bytes * case.m * case.n < 4 * l2
+    flush = timing.scrub_pays(case.m * case.k + case.k * case.n + out_bytes * case.m * case.n,
+                              torch.cuda.current_device())
     row = suite.measure_eight_bit(
         part, suite.Case(case.m, case.n, case.k, layout="NT",
                          scales="tensor" if part == "int8" else "vector"),
@@ -370,7 +370,7 @@ def add_candidates(rows: Sequence[dict[str, Any]], names: Collection[str], *,
     """
     import torch
 
-    from . import bench, gpu
+    from . import bench, timing
 
     for i, row in enumerate(rows):
         if row.get("status") != "ok" or "candidates" not in row:
@@ -382,8 +382,8 @@ def add_candidates(rows: Sequence[dict[str, Any]], names: Collection[str], *,
         case = Product(row["m"], row["n"], row["k"], row["layout"], tuple(row["lead"]))
         a, b, c = _operands(case, dtype, i)
         expected = torch.matmul(a, b)
-        l2 = gpu.properties(a.device.index).l2_bytes
-        flush = (a.numel() + b.numel() + c.numel()) * a.element_size() < 4 * l2
+        flush = timing.scrub_pays((a.numel() + b.numel() + c.numel()) * a.element_size(),
+                                  a.device.index)
 
         def checked(launch: Any, c: Any = c, expected: Any = expected) -> float:
             c.fill_(float("nan"))

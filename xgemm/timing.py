@@ -26,6 +26,20 @@ def _l2_scrub(device: int):
         return cupy.empty(2 * l2 // 4, cupy.float32)
 
 
+def scrub_pays(nbytes: int, device: int) -> bool:
+    """Whether a product moving ``nbytes`` (its operands and C) should be timed with the
+    L2 scrubbed before each launch (``time_launches(flush_l2=...)``): where they fit in the
+    L2 four times, a warm L2 would hold them from one launch to the next; larger, DRAM
+    serves them anyway.
+
+    >>> scrub_pays(2**20, 0)  # doctest: +SKIP
+    True
+    """
+    from .gpu import properties
+
+    return nbytes < 4 * properties(device).l2_bytes
+
+
 #: Microseconds the GPU is held busy before each timed launch (``hold_gpu``): longer than
 #: any warm call's host time, so the events time the GPU's work and not the host's.
 HOLD_US = 200.0
