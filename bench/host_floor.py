@@ -166,7 +166,7 @@ def step_rows(calls: int, rounds: int, dtype: torch.dtype) -> dict[str, float]:
     rows["x @ w.T call_key with out"] = per_call_us(lambda: planning.call_key(
         x, wt, y, "out", None, "auto", {}, None, None, None, False), calls, rounds)
     rows["x @ w.T output new_torch_result"] = per_call_us(plan.new_torch_result, calls, rounds)
-    if plan.splits > 1:
+    if plan.partials_bytes:
         rows["x @ w.T split-K workspace"] = per_call_us(
             lambda: launching._split_k(plan, stream, []), calls, rounds)
     launches = next(iter(plan.recent_args.values()))

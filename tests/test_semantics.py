@@ -332,9 +332,50 @@ def test_split_k_counters_per_stream(rng, name):
     assert len(counters) == 2 and all(int(c.max()) == 0 for c in counters.values())
 
 
+#: Stream-K's regimes: tiles fewer than the SMs, each shared by a few blocks; more tiles
+#: than SMs, stretches crossing tiles; one tile of long K in 132 pieces; fewer iterations
+#: than SMs (some blocks idle); rows and columns no tile's multiple; K = 0.
+STREAM_K_SHAPES = [(1000, 1100, 700), (2000, 2100, 300), (64, 64, 65536), (100, 90, 64),
+                   (517, 1029, 4099), (300, 200, 0)]
+
+
+@pytest.mark.parametrize("shape", STREAM_K_SHAPES)
+@pytest.mark.parametrize("params", [{}, {"BN": 128}, {"BN": 128, "TMA_STORE": 0}])
+def test_stream_k_is_deterministic_and_right(rng, shape, params):
+    """Every product right, with the epilogue (alpha, beta, bias), bit-identical from run
+    to run whichever piece of a shared tile arrives last; a batch; the counters back at
+    zero after each launch."""
+    import cupy
+
+    name = "wgmma_streamk"
+    if not xgemm.get_variant(name).runs_on(xgemm.gpu.compute_capability(0)):
+        pytest.skip(f"{name} needs a newer GPU")
+    m, n, k = shape
+    dtype = "bfloat16"
+    a, b = rng.matrix(m, k, dtype=dtype), rng.matrix(k, n, dtype=dtype)
+    bias, c = rng.array((n,), dtype), rng.matrix(m, n, dtype=dtype)
+    expected = 0.5 * (f64(a) @ f64(b)) + 2.0 * f64(c) + f64(bias)
+    launch = xgemm.prepare(a, b, name, c=c, alpha=0.5, beta=2.0, bias=bias, **params)
+    first = c.copy()
+    launch()
+    assert frobenius_error(c, expected) < TOLERANCE[dtype], f"seed {rng.seed}"
+    once = c.copy()
+    for _ in range(3):
+        c[...] = first
+        launch()
+        assert bool((c == once).all()), f"not bit-identical (seed {rng.seed})"
+    counters = [x for x, _, _ in launch.plan.counters.values()]
+    assert counters and all(int(x.max()) == 0 for x in counters)
+    out = poisoned(m, n, dtype=dtype)
+    xgemm.matmul(a, b, variant=name, out=out, **params)
+    assert frobenius_error(out, f64(a) @ f64(b)) < TOLERANCE[dtype], f"seed {rng.seed}"
+    batched = xgemm.matmul(cupy.stack([a, -a, a]), b, variant=name, **params)
+    assert frobenius_error(batched[1], -(f64(a) @ f64(b))) < TOLERANCE[dtype]
+
+
 def test_splitk_refuses_a_huge_workspace():
     import cupy
 
     a = cupy.empty((8192, 16), cupy.float32)
-    with pytest.raises(ValueError, match="needs 16.0 GiB of workspace.*fewer SPLITS"):
+    with pytest.raises(ValueError, match="needs 16.0 GiB of partial sums.*fewer SPLITS"):
         xgemm.prepare(a, a.T, "splitk", SPLITS=64)

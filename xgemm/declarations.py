@@ -683,6 +683,28 @@ register(Variant(
     smem_bytes=RING_BYTES + " + RAW * (BM + BN) * 144 + 16 * RAW + 128",
 ))
 
+# Rung 25: rung 14 with the (tile, phase) iterations split evenly over the SMs (stream-K).
+register(Variant(
+    name="wgmma_streamk",
+    adds="rung 14 with each block taking an equal stretch of the tiles' K phases (stream-K):"
+         " no ragged last wave; a tile shared by blocks is summed by its last piece in",
+    **{**WGMMA,
+       "template": "gemm/25_wgmma_streamk.cu.j2",
+       "defaults": {"BM": 128, "BN": 256, "CONSUMERS": 2, "STAGES": 3, "GROUP": 8,
+                    "TMA_STORE": 1},
+       "space": {"BM": [128, 256], "BN": [128, 256], "CONSUMERS": [2], "STAGES": [3, 4],
+                 "GROUP": [8], "TMA_STORE": [0, 1]},
+       "constraints": [*WGMMA["constraints"],
+                       # with the partial sums' loads, a thread's 128 accumulators and the
+                       # staging of C spill at 256 x 128
+                       "BM * BN <= 128 * 256"],
+       # one block an SM for each product: the stretches are cut to fit the grid
+       "grid": ("SMS", "1"),
+       "extra_args": ("tensor_map_a", "tensor_map_b", "tensor_map_c", "partials", "arrivals"),
+       "partial_sums": "2 * SMS * BM * BN",  # two pieces of tiles a block
+       "counters": "CONSUMERS"},  # each consumer warpgroup counts its rows of a tile in
+))
+
 # -- The memory-bound families (xgemm.memory_bound): the lectures' other shared-memory kernels. --
 # Their yardstick is the device's copy bandwidth. Expressions use M and N for the rows and
 # columns of the input (a 1-D input of reverse: N; sum: N elements in each of M segments).

@@ -188,8 +188,13 @@ PARTS = {"float16": ("float16", None), "bfloat16": ("bfloat16", None),
          "float64": ("float64", None)}
 
 
-def _operands(case: Product, dtype: str, seed: int) -> tuple[Any, Any, Any]:
-    """Fresh normal PyTorch operands of ``case`` on the GPU in its layout, and ``out``."""
+def operands(case: Product, dtype: str, seed: int) -> tuple[Any, Any, Any]:
+    """Fresh normal PyTorch operands of ``case`` on the GPU in its layout, and ``out``.
+
+    >>> a, b, out = operands(Product(8, 4096, 4096, "NT", (1,)), "bfloat16", 0)  # doctest: +SKIP
+    >>> a.shape, b.shape, out.shape  # doctest: +SKIP
+    (torch.Size([1, 8, 4096]), torch.Size([4096, 4096]), torch.Size([1, 8, 4096]))
+    """
     import torch
 
     generator = torch.Generator("cuda").manual_seed(seed)
@@ -244,7 +249,7 @@ def measure(part: str, case: Product, *, regret: bool = True, repeat: int = 10,
 
     dtype, precision = PARTS[part]
     torch.backends.cuda.matmul.allow_tf32 = precision == "tf32"
-    a, b, c = _operands(case, dtype, seed)
+    a, b, c = operands(case, dtype, seed)
     row: dict[str, Any] = {"part": part, "case": case.label, "name": case.name,
                            "m": case.m, "n": case.n, "k": case.k, "layout": case.layout,
                            "lead": list(case.lead), "flops": case.flops}
@@ -380,7 +385,7 @@ def add_candidates(rows: Sequence[dict[str, Any]], names: Collection[str], *,
         dtype, precision = PARTS[row["part"]]
         torch.backends.cuda.matmul.allow_tf32 = precision == "tf32"
         case = Product(row["m"], row["n"], row["k"], row["layout"], tuple(row["lead"]))
-        a, b, c = _operands(case, dtype, i)
+        a, b, c = operands(case, dtype, i)
         expected = torch.matmul(a, b)
         flush = timing.scrub_pays((a.numel() + b.numel() + c.numel()) * a.element_size(),
                                   a.device.index)

@@ -843,8 +843,7 @@ def _ranked(mats: tuple, layouts: list, read: list, copyable: list, shapes: Shap
         if (v.threads_per_block(p) > props.max_threads_per_block
                 or v.shared_memory(p, dtype) > (props.max_dynamic_smem if v.dynamic_smem
                                                 else props.max_static_smem)
-                or v.splits_of(p) * count * m * n * acc_bytes > MAX_WORKSPACE_BYTES
-                and v.splits_of(p) > 1):
+                or v.partial_sums_of(p, m, n, sms) * count * acc_bytes > MAX_WORKSPACE_BYTES):
             return None
         shape = _priced_copies(v, p, mats, layouts, read, copyable, shapes, sms)
         readable = (v.a_layouts, v.b_layouts)
@@ -969,16 +968,17 @@ def _lay_out(a: cupy.ndarray, b: cupy.ndarray, v: Variant | None, params: dict[s
                                 min(shapes.count, per_launch))
     plan.acc_code, acc_size = ("d", 8) if DTYPES[dtype].acc == "double" else ("f", 4)
     item, c_item = a.itemsize, full_c.itemsize
-    workspace = splits * shapes.count * shapes.m * shapes.n * acc_size
-    if splits > 1 and workspace > MAX_WORKSPACE_BYTES:
+    sums = v.partial_sums_of(p, shapes.m, shapes.n, gpu.multiprocessors(device))
+    workspace = sums * shapes.count * acc_size
+    if workspace > MAX_WORKSPACE_BYTES:
         raise ValueError(
-            f"variant {v.name!r} with {splits} splits needs {workspace / 2**30:.1f} GiB of "
-            f"workspace for {shapes.count} output(s) of {shapes.m} x {shapes.n} (the limit is "
-            f"{MAX_WORKSPACE_BYTES / 2**30:.0f} GiB): split-K is for small outputs; use "
-            "fewer SPLITS, or a variant that does not split K ('pipelined', 'wgmma')"
+            f"variant {v.name!r} at {p} needs {workspace / 2**30:.1f} GiB of partial sums "
+            f"for {shapes.count} output(s) of {shapes.m} x {shapes.n} (the limit is "
+            f"{MAX_WORKSPACE_BYTES / 2**30:.0f} GiB): use fewer SPLITS, fewer products a "
+            "call, or a variant that keeps no partial sums ('pipelined', 'wgmma')"
         )
     counters = 0  # split-K's, per product: per tile of C (not per block)
-    if splits > 1:
+    if sums:
         tile_rows, tile_cols, _ = v.tile(p, dtype)
         counters = cdiv(shapes.m, tile_rows) * cdiv(shapes.n, tile_cols) * v.counters_of(p)
         plan.partials_bytes = workspace
@@ -995,7 +995,7 @@ def _lay_out(a: cupy.ndarray, b: cupy.ndarray, v: Variant | None, params: dict[s
                    first * layout_c.batch_stride * c_item)
         extra = tuple(_extra_arg(arg, v, p, shapes, (full_a, full_b, full_c),
                                  (la, lb, layout_c), offsets, first, count,
-                                 (splits * shapes.m * shapes.n * acc_size, counters * 4))
+                                 (sums * acc_size, counters * 4))
                       for arg in v.extra_args)
         chunks.append(Chunk((*grid[:2], count * splits), offsets, extra))
     plan.chunks = tuple(chunks)
