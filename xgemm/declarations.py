@@ -698,12 +698,13 @@ register(Variant(
                        # with the partial sums' loads, a thread's 128 accumulators and the
                        # staging of C spill at 256 x 128
                        "BM * BN <= 128 * 256"],
-       # one block an SM for each product: the stretches are cut to fit the grid
-       "grid": ("SMS", "1"),
+       # one block an SM, the SMs shared among a batch's products (grid z; at least one
+       # block each): the stretches are cut to fit the grid
+       "grid": ("max(1, SMS // BATCH)", "1"),
        "extra_args": ("tensor_map_a", "tensor_map_b", "tensor_map_c", "partials", "arrivals"),
-       # two pieces of tiles a block, for each product of a batch (about 35 MB at 128 x
-       # 256 on 132 SMs: a batch of 31 such products at most)
-       "partial_sums": "2 * SMS * BM * BN",
+       # two pieces of tiles a block: about 35 MB at 128 x 256 on 132 SMs, however many
+       # products share them
+       "partial_sums": "2 * max(1, SMS // BATCH) * BM * BN",
        "counters": "CONSUMERS"},  # each consumer warpgroup counts its rows of a tile in
 ))
 

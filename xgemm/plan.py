@@ -843,7 +843,8 @@ def _ranked(mats: tuple, layouts: list, read: list, copyable: list, shapes: Shap
         if (v.threads_per_block(p) > props.max_threads_per_block
                 or v.shared_memory(p, dtype) > (props.max_dynamic_smem if v.dynamic_smem
                                                 else props.max_static_smem)
-                or v.partial_sums_of(p, m, n, sms) * count * acc_bytes > MAX_WORKSPACE_BYTES):
+                or v.partial_sums_of(p, m, n, sms, min(count, MAX_GRID[2])) * count * acc_bytes
+                > MAX_WORKSPACE_BYTES):
             return None
         shape = _priced_copies(v, p, mats, layouts, read, copyable, shapes, sms)
         readable = (v.a_layouts, v.b_layouts)
@@ -968,7 +969,8 @@ def _lay_out(a: cupy.ndarray, b: cupy.ndarray, v: Variant | None, params: dict[s
                                 min(shapes.count, per_launch))
     plan.acc_code, acc_size = ("d", 8) if DTYPES[dtype].acc == "double" else ("f", 4)
     item, c_item = a.itemsize, full_c.itemsize
-    sums = v.partial_sums_of(p, shapes.m, shapes.n, gpu.multiprocessors(device))
+    sums = v.partial_sums_of(p, shapes.m, shapes.n, gpu.multiprocessors(device),
+                             min(shapes.count, per_launch))
     workspace = sums * shapes.count * acc_size
     if workspace > MAX_WORKSPACE_BYTES:
         raise ValueError(

@@ -217,8 +217,9 @@ class Variant:
     #: itself in, one per warp where each warp does.
     counters: str = "1"
     #: Partial sums per product a kernel that shares tiles between blocks keeps, in
-    #: accumulators: an expression over the parameters, M, N and SMS (stream-K's: two
-    #: tiles a block). Its kernel takes "partials" and "arrivals" as split-K's does.
+    #: accumulators: an expression over the parameters, M, N, SMS and BATCH (the products
+    #: a launch takes; stream-K's: two tiles a block). Its kernel takes "partials" and
+    #: "arrivals" as split-K's does.
     #: Empty: SPLITS x M x N where SPLITS is above 1, else none.
     partial_sums: str = ""
     #: Boolean specialisations picked per call from the operands: "aligned" (groups of
@@ -507,15 +508,18 @@ class Variant:
     def splits_of(self, params: Mapping[str, int]) -> int:
         return _eval(self.splits, params)
 
-    def partial_sums_of(self, params: Mapping[str, int], m: int, n: int, sms: int) -> int:
-        """Accumulators of partial sums a product of M x N takes (``partial_sums``).
+    def partial_sums_of(self, params: Mapping[str, int], m: int, n: int, sms: int,
+                        batch: int = 1) -> int:
+        """Accumulators of partial sums a product of M x N takes (``partial_sums``), in a
+        launch of ``batch`` of them.
 
         >>> import xgemm
         >>> xgemm.get_variant("wgmma_splitk").partial_sums_of({"SPLITS": 2}, 64, 128, 132)
         16384
         """
         if self.partial_sums:
-            return _eval(self.partial_sums, {**params, "M": m, "N": n, "SMS": sms})
+            return _eval(self.partial_sums, {**params, "M": m, "N": n, "SMS": sms,
+                                             "BATCH": batch})
         splits = self.splits_of(params)
         return splits * m * n if splits > 1 else 0
 
