@@ -473,6 +473,41 @@ def test_int32_results_leave_staged_in_two_halves(rng):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("pair, out_dtype", [(("int8", "int8"), "int32"),
+                                             ((E4M3, E4M3), "float16")], ids=["int8", "e4m3"])
+def test_stream_k_on_8_bit_operands(rng, pair, out_dtype):
+    """Rung 25 over rung 18: tiles shared among blocks (few tiles over a long K, more tiles
+    than SMs, few columns), the int32 sums exact and every result bit-identical run to run,
+    FP8 with a scale per row and per column; a batch (grid z)."""
+    import cupy
+
+    name = "wgmma_8bit_streamk"
+    for m, n, k, params in [(300, 200, 8192, {}), (2100, 1900, 640, {"BN": 128, "STAGES": 4}),
+                            (1000, 16, 8192, {"BN": 128, "STAGES": 4}), (129, 1000, 100, {})]:
+        kwargs = {}
+        if out_dtype != "int32":
+            kwargs = {"scale_a": rng.array((m,)) ** 2 + 0.5, "scale_b": rng.array((n,)) ** 2 + 0.5}
+        launch, c, expected = product(rng, m, n, k, pair, out_dtype, variant=name,
+                                      **kwargs, **params)
+        if out_dtype == "int32":
+            assert bool((c == expected.astype(cupy.int32)).all()), f"{m}x{n}x{k}: not exact"
+        else:
+            expected = (kwargs["scale_a"].astype(cupy.float64)[:, None] * expected
+                        * kwargs["scale_b"].astype(cupy.float64))
+            err = frobenius_error(c, expected)
+            assert err <= TOLERANCE[out_dtype], f"{m}x{n}x{k}: error {err} (seed {rng.seed})"
+        once = c.copy()
+        launch()
+        assert bool((c.view(cupy.uint8) == once.view(cupy.uint8)).all()), "not bit-identical"
+    a = quantised(rng, (3, 130, 4096), pair[0])
+    b = quantised(rng, (3, 4096, 260), pair[1], "F")
+    c = xgemm.matmul(a, b, variant=name, formats=None if pair[0] == "int8" else pair,
+                     out_dtype=out_dtype)
+    expected = decoded(a, pair[0]) @ decoded(b, pair[1])
+    assert frobenius_error(c, expected) <= TOLERANCE[out_dtype], f"seed {rng.seed}"
+
+
+@pytest.mark.gpu
 def test_pytorch_float8_tensors(rng):
     """PyTorch float8 tensors are read as they are (their dtype names the format) and agree
     with torch._scaled_mm on the same data and scales."""

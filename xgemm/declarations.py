@@ -472,11 +472,7 @@ register(Variant(
 # Rung 18: rung 14 on 8-bit operands. Both operands K-major, C staged for TMA as
 # 16-bit values (bfloat16 or float16; float32 and int32 C leave from registers), the
 # quantisation scales in the epilogue.
-register(Variant(
-    name="wgmma_8bit",
-    candidates=[{}, {"BN": 128, "STAGES": 4}],
-    adds="rung 14 on FP8 (e4m3, e5m2) or int8 operands: 32 values a 32-byte step, twice the"
-         " 16-bit rate; both K-major; per-tensor, per-row and per-column scales in the epilogue",
+WGMMA_8BIT = dict(
     **{**WGMMA,
        "template": "gemm/18_wgmma_8bit.cu.j2",
        "defaults": {"BM": 128, "BN": 256, "CONSUMERS": 2, "STAGES": 3, "GROUP": 8,
@@ -493,6 +489,14 @@ register(Variant(
     staged_c=("bfloat16", "float16", "int32"),  # int32 in two passes (the kernel's header)
     a_layouts=("row",),
     b_layouts=("col",),
+)
+
+register(Variant(
+    name="wgmma_8bit",
+    candidates=[{}, {"BN": 128, "STAGES": 4}],
+    adds="rung 14 on FP8 (e4m3, e5m2) or int8 operands: 32 values a 32-byte step, twice the"
+         " 16-bit rate; both K-major; per-tensor, per-row and per-column scales in the epilogue",
+    **WGMMA_8BIT,
 ))
 
 # Rung 19: rung 12 on int8 operands, for GPUs from sm_80 but sm_90 (rung 18's, sm_90a only).
@@ -683,29 +687,38 @@ register(Variant(
     smem_bytes=RING_BYTES + " + RAW * (BM + BN) * 144 + 16 * RAW + 128",
 ))
 
-# Rung 25: rung 14 with the (tile, phase) iterations split evenly over the SMs (stream-K).
+# Rung 25: rung 14 (for 8-bit operands rung 18) with the (tile, phase) iterations split
+# evenly over the SMs (stream-K).
+STREAM_K = dict(
+    template="gemm/25_wgmma_streamk.cu.j2",
+    # one block an SM, the SMs shared among a batch's products (grid z; at least one
+    # block each): the stretches are cut to fit the grid
+    grid=("max(1, SMS // BATCH)", "1"),
+    # two pieces of tiles a block: about 35 MB at 128 x 256 on 132 SMs, however many
+    # products share them
+    partial_sums="2 * max(1, SMS // BATCH) * BM * BN",
+    counters="CONSUMERS",  # each consumer warpgroup counts its rows of a tile in
+)
+
 register(Variant(
     name="wgmma_streamk",
     adds="rung 14 with each block taking an equal stretch of the tiles' K phases (stream-K):"
          " no ragged last wave; a tile shared by blocks is summed by its last piece in",
-    **{**WGMMA,
-       "template": "gemm/25_wgmma_streamk.cu.j2",
+    **{**WGMMA, **STREAM_K,
        "defaults": {"BM": 128, "BN": 256, "CONSUMERS": 2, "STAGES": 3, "GROUP": 8,
                     "TMA_STORE": 1},
        "space": {"BM": [128, 256], "BN": [128, 256], "CONSUMERS": [2], "STAGES": [3, 4],
                  "GROUP": [8], "TMA_STORE": [0, 1]},
-       "constraints": [*WGMMA["constraints"],
-                       # with the partial sums' loads, a thread's 128 accumulators and the
-                       # staging of C spill at 256 x 128
-                       "BM * BN <= 128 * 256"],
-       # one block an SM, the SMs shared among a batch's products (grid z; at least one
-       # block each): the stretches are cut to fit the grid
-       "grid": ("max(1, SMS // BATCH)", "1"),
-       "extra_args": ("tensor_map_a", "tensor_map_b", "tensor_map_c", "partials", "arrivals"),
-       # two pieces of tiles a block: about 35 MB at 128 x 256 on 132 SMs, however many
-       # products share them
-       "partial_sums": "2 * max(1, SMS // BATCH) * BM * BN",
-       "counters": "CONSUMERS"},  # each consumer warpgroup counts its rows of a tile in
+       "extra_args": ("tensor_map_a", "tensor_map_b", "tensor_map_c", "partials", "arrivals")},
+))
+
+register(Variant(
+    name="wgmma_8bit_streamk",
+    adds="rung 25 over rung 18: stream-K for FP8 and int8 (int32 partial sums, exact)",
+    **{**WGMMA_8BIT, **STREAM_K,
+       "defaults": {k: v for k, v in WGMMA_8BIT["defaults"].items() if k != "SPREAD"},
+       "space": {k: v for k, v in WGMMA_8BIT["space"].items() if k != "SPREAD"},
+       "extra_args": (*WGMMA_8BIT["extra_args"], "partials", "arrivals")},
 ))
 
 # -- The memory-bound families (xgemm.memory_bound): the lectures' other shared-memory kernels. --
