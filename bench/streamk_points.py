@@ -24,7 +24,7 @@ import torch
 import xgemm
 from xgemm import generalisation, gpu
 from xgemm.registry import cdiv
-from xgemm.timing import time_launches
+from xgemm.timing import scrub_pays, time_launches
 
 #: (variant, parameters): rung 14's default and narrower tiles, and rung 25 at the same.
 POINTS = (("wgmma", {}), ("wgmma", {"BN": 128, "STAGES": 6}),
@@ -40,9 +40,8 @@ def measure(case: generalisation.Product, dtype: str, seed: int) -> dict:
     """One case's row: torch.matmul's, auto's and each point's kernel milliseconds."""
     a, b, c = generalisation.operands(case, dtype, seed)
     expected = a.double() @ b.double()
-    l2 = gpu.properties(torch.cuda.current_device()).l2_bytes
-    item = a.element_size()
-    flush = (case.m * case.k + case.k * case.n + case.m * case.n) * item < 4 * l2
+    flush = scrub_pays((case.m * case.k + case.k * case.n + case.m * case.n) * a.element_size(),
+                       torch.cuda.current_device())
 
     def kernel_ms(call) -> float:
         return statistics.median(time_launches(call, repeat=10, flush_l2=flush))
