@@ -687,23 +687,23 @@ register(Variant(
     smem_bytes=RING_BYTES + " + RAW * (BM + BN) * 144 + 16 * RAW + 128",
 ))
 
-# Rung 25: rung 14 (for 8-bit operands rung 18) with the (tile, phase) iterations split
-# evenly over the SMs (stream-K).
+# Rung 25: rung 14 (for 8-bit operands rung 18) with the last, ragged round of tiles cut
+# along K into pieces that fill the SMs.
 STREAM_K = dict(
     template="gemm/25_wgmma_streamk.cu.j2",
     # one block an SM, the SMs shared among a batch's products (grid z; at least one
-    # block each): the stretches are cut to fit the grid
+    # block each): the rounds and the pieces are counted for the grid
     grid=("max(1, SMS // BATCH)", "1"),
-    # two pieces of tiles a block: about 35 MB at 128 x 256 on 132 SMs, however many
-    # products share them
+    # up to two pieces of tiles a block: about 35 MB at 128 x 256 on 132 SMs, however
+    # many products share them
     partial_sums="2 * max(1, SMS // BATCH) * BM * BN",
     counters="CONSUMERS",  # each consumer warpgroup counts its rows of a tile in
 )
 
 register(Variant(
     name="wgmma_streamk",
-    adds="rung 14 with each block taking an equal stretch of the tiles' K phases (stream-K):"
-         " no ragged last wave; a tile shared by blocks is summed by its last piece in",
+    adds="rung 14 with the last, ragged round of tiles cut along K into pieces that fill the"
+         " SMs; a cut tile is summed by its last piece in",
     **{**WGMMA, **STREAM_K,
        "defaults": {"BM": 128, "BN": 256, "CONSUMERS": 2, "STAGES": 3, "GROUP": 8,
                     "TMA_STORE": 1},
@@ -714,7 +714,7 @@ register(Variant(
 
 register(Variant(
     name="wgmma_8bit_streamk",
-    adds="rung 25 over rung 18: stream-K for FP8 and int8 (int32 partial sums, exact)",
+    adds="rung 25 over rung 18: the last round cut for FP8 and int8 (int32 partial sums, exact)",
     **{**WGMMA_8BIT, **STREAM_K,
        "defaults": {k: v for k, v in WGMMA_8BIT["defaults"].items() if k != "SPREAD"},
        "space": {k: v for k, v in WGMMA_8BIT["space"].items() if k != "SPREAD"},
