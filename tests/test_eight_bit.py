@@ -475,13 +475,13 @@ def test_int32_results_leave_staged_in_two_halves(rng):
 @pytest.mark.gpu
 @pytest.mark.parametrize("pair, out_dtype", [(("int8", "int8"), "int32"),
                                              ((E4M3, E4M3), "float16")], ids=["int8", "e4m3"])
-def test_stream_k_on_8_bit_operands(rng, pair, out_dtype):
-    """Rung 25 over rung 18: tiles shared among blocks (few tiles over a long K, more tiles
-    than SMs, few columns), the int32 sums exact and every result bit-identical run to run,
+def test_last_round_on_8_bit_operands(rng, pair, out_dtype):
+    """Rung 25 over rung 18: tiles cut into pieces (few tiles over a long K, a ragged last
+    round, few columns), the int32 sums exact and every result bit-identical run to run,
     FP8 with a scale per row and per column; a batch (grid z)."""
     import cupy
 
-    name = "wgmma_8bit_streamk"
+    name = "wgmma_8bit_last_round"
     for m, n, k, params in [(300, 200, 8192, {}), (2100, 1900, 640, {"BN": 128, "STAGES": 4}),
                             (1000, 16, 8192, {"BN": 128, "STAGES": 4}), (129, 1000, 100, {})]:
         kwargs = {}

@@ -332,22 +332,23 @@ def test_split_k_counters_per_stream(rng, name):
     assert len(counters) == 2 and all(int(c.max()) == 0 for c in counters.values())
 
 
-#: Stream-K's regimes: tiles fewer than the SMs, each shared by a few blocks; more tiles
-#: than SMs, stretches crossing tiles; one tile of long K in 132 pieces; fewer iterations
-#: than SMs (some blocks idle); rows and columns no tile's multiple; K = 0.
-STREAM_K_SHAPES = [(1000, 1100, 700), (2000, 2100, 300), (64, 64, 65536), (100, 90, 64),
-                   (517, 1029, 4099), (300, 200, 0)]
+#: Rung 25's regimes (128 x 256 tiles on 132 SMs): fewer tiles than SMs, each cut in 3;
+#: 144 tiles, the last round's 12 cut in 2; one tile of long K in 32 pieces; one tile too
+#: short to cut; 25 tiles in 5 pieces (in 128-column tiles, 45 in 5: two pieces for some
+#: blocks); rows and columns no tile's multiple; K = 0.
+LAST_ROUND_SHAPES = [(1000, 1100, 700), (2000, 2100, 300), (64, 64, 65536), (100, 90, 64),
+                     (517, 1029, 4099), (300, 200, 0)]
 
 
-@pytest.mark.parametrize("shape", STREAM_K_SHAPES)
+@pytest.mark.parametrize("shape", LAST_ROUND_SHAPES)
 @pytest.mark.parametrize("params", [{}, {"BN": 128}, {"BN": 128, "TMA_STORE": 0}])
-def test_stream_k_is_deterministic_and_right(rng, shape, params):
+def test_last_round_is_deterministic_and_right(rng, shape, params):
     """Every product right, with the epilogue (alpha, beta, bias), bit-identical from run
     to run whichever piece of a shared tile arrives last; a batch; the counters back at
     zero after each launch."""
     import cupy
 
-    name = "wgmma_streamk"
+    name = "wgmma_last_round"
     if not xgemm.get_variant(name).runs_on(xgemm.gpu.compute_capability(0)):
         pytest.skip(f"{name} needs a newer GPU")
     m, n, k = shape

@@ -689,8 +689,8 @@ register(Variant(
 
 # Rung 25: rung 14 (for 8-bit operands rung 18) with the last, ragged round of tiles cut
 # along K into pieces that fill the SMs.
-STREAM_K = dict(
-    template="gemm/25_wgmma_streamk.cu.j2",
+LAST_ROUND = dict(
+    template="gemm/25_wgmma_last_round.cu.j2",
     # one block an SM, the SMs shared among a batch's products (grid z; at least one
     # block each): the rounds and the pieces are counted for the grid
     grid=("max(1, SMS // BATCH)", "1"),
@@ -701,10 +701,10 @@ STREAM_K = dict(
 )
 
 register(Variant(
-    name="wgmma_streamk",
+    name="wgmma_last_round",
     adds="rung 14 with the last, ragged round of tiles cut along K into pieces that fill the"
          " SMs; a cut tile is summed by its last piece in",
-    **{**WGMMA, **STREAM_K,
+    **{**WGMMA, **LAST_ROUND,
        "defaults": {"BM": 128, "BN": 256, "CONSUMERS": 2, "STAGES": 3, "GROUP": 8,
                     "TMA_STORE": 1},
        "space": {"BM": [128, 256], "BN": [128, 256], "CONSUMERS": [2], "STAGES": [3, 4],
@@ -713,9 +713,9 @@ register(Variant(
 ))
 
 register(Variant(
-    name="wgmma_8bit_streamk",
+    name="wgmma_8bit_last_round",
     adds="rung 25 over rung 18: the last round cut for FP8 and int8 (int32 partial sums, exact)",
-    **{**WGMMA_8BIT, **STREAM_K,
+    **{**WGMMA_8BIT, **LAST_ROUND,
        "defaults": {k: v for k, v in WGMMA_8BIT["defaults"].items() if k != "SPREAD"},
        "space": {k: v for k, v in WGMMA_8BIT["space"].items() if k != "SPREAD"},
        "extra_args": (*WGMMA_8BIT["extra_args"], "partials", "arrivals")},

@@ -539,7 +539,7 @@ def _enqueued(plan: Any, a: Any, b: Any, target: Any, bias: Any, alpha: float, b
     else:
         ptr_bias = pointer(bias)
     ptrs = (ptr_a, ptr_b, ptr_c)
-    if plan.partials_bytes:  # split-K or stream-K: partial sums, and their counters
+    if plan.partials_bytes:  # split-K or rung 25: partial sums, and their counters
         ptrs += _split_k(plan, stream_ptr, keep)
     if plan.scaled:  # an 8-bit product's scales (null: none), after split-K's two places
         ptrs += (0, 0)[:5 - len(ptrs)] + tuple(0 if x is None else pointer(x)

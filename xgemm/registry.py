@@ -218,7 +218,7 @@ class Variant:
     counters: str = "1"
     #: Partial sums per product a kernel that shares tiles between blocks keeps, in
     #: accumulators: an expression over the parameters, M, N, SMS and BATCH (the products
-    #: a launch takes; stream-K's: two tiles a block). Its kernel takes "partials" and
+    #: a launch takes; rung 25's: two tiles a block). Its kernel takes "partials" and
     #: "arrivals" as split-K's does.
     #: Empty: SPLITS x M x N where SPLITS is above 1, else none.
     partial_sums: str = ""

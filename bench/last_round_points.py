@@ -1,5 +1,5 @@
-"""Rung 25 (``wgmma_streamk``) against rung 14 (``wgmma``), auto and cuBLAS, kernel time,
-on the models suite's 16-bit products and a random sample's: what a rule taking stream-K
+"""Rung 25 (``wgmma_last_round``) against rung 14 (``wgmma``), auto and cuBLAS, kernel time,
+on the models suite's 16-bit products and a random sample's: what a rule taking rung 25
 would be fitted to.
 
 For each case (``xgemm.generalisation.model_cases()`` and ``random_cases(seed)``, PyTorch
@@ -9,7 +9,7 @@ auto's pick, and of each point below, each point's result first checked against 
 Printed per case with the tile count and the waves rung 14's default tiles make on this
 GPU; --json keeps every row.
 
-    PYTHONPATH=. python bench/streamk_points.py [--models [--tokens 512,4096]] [--seeds 10,11]
+    PYTHONPATH=. python bench/last_round_points.py [--models [--tokens 512,4096]] [--seeds 10,11]
         [--dtype bfloat16] [--json out.json]
 """
 
@@ -28,11 +28,11 @@ from xgemm.timing import scrub_pays, time_launches
 
 #: (variant, parameters): rung 14's default and narrower tiles, and rung 25 at the same.
 POINTS = (("wgmma", {}), ("wgmma", {"BN": 128, "STAGES": 6}),
-          ("wgmma_streamk", {}), ("wgmma_streamk", {"BN": 128, "STAGES": 4}))
+          ("wgmma_last_round", {}), ("wgmma_last_round", {"BN": 128, "STAGES": 4}))
 
 
 def label(variant: str, params: dict) -> str:
-    short = {"wgmma": "r14", "wgmma_streamk": "r25"}[variant]
+    short = {"wgmma": "r14", "wgmma_last_round": "r25"}[variant]
     return short + "".join(f" {k}{v}" for k, v in params.items()) if params else short
 
 
