@@ -6,6 +6,9 @@ For each case (``xgemm.generalisation.model_cases()`` and ``random_cases(seed)``
 operands in the case's layout): the kernel time (CUDA events, median of 10, the L2
 scrubbed before each where the operands and C fit in it four times) of torch.matmul, of
 auto's pick, and of each point below, each point's result first checked against float64.
+The contenders take turns, one timed call each a turn, so a GPU that heats and slows
+down over a large case's runs slows them all alike (timed one after another, the later
+ones of a large product read up to 15% slow).
 Printed per case with the tile count and the waves rung 14's default tiles make on this
 GPU; --json keeps every row.
 
@@ -26,6 +29,8 @@ from xgemm import generalisation, gpu
 from xgemm.registry import cdiv
 from xgemm.timing import scrub_pays, time_launches
 
+#: Timed calls of each contender (their median is its time).
+REPEAT = 10
 #: (variant, parameters): rung 14's default and narrower tiles, and rung 25 at the same.
 POINTS = (("wgmma", {}), ("wgmma", {"BN": 128, "STAGES": 6}),
           ("wgmma_last_round", {}), ("wgmma_last_round", {"BN": 128, "STAGES": 4}))
@@ -43,22 +48,25 @@ def measure(case: generalisation.Product, dtype: str, seed: int) -> dict:
     flush = scrub_pays((case.m * case.k + case.k * case.n + case.m * case.n) * a.element_size(),
                        torch.cuda.current_device())
 
-    def kernel_ms(call) -> float:
-        return statistics.median(time_launches(call, repeat=10, flush_l2=flush))
-
     sms = gpu.multiprocessors(torch.cuda.current_device())
     tiles = cdiv(case.m, 128) * cdiv(case.n, 256)
-    row: dict = {"case": case.label, "name": case.name, "tiles": tiles, "waves": tiles / sms,
-                 "cublas_ms": kernel_ms(lambda: torch.matmul(a, b, out=c))}
     auto = xgemm.prepare(a, b, out=c)
-    row.update(auto=auto.variant.name, auto_params=dict(auto.params), auto_ms=kernel_ms(auto))
+    calls = {"cublas_ms": lambda: torch.matmul(a, b, out=c), "auto_ms": auto}
     for variant, params in POINTS:
         launch = xgemm.prepare(a, b, out=c, variant=variant, **params)
         launch()
         error = float((c.double() - expected).norm() / max(float(expected.norm()), 1e-30))
         if not error < 2e-2:
             raise SystemExit(f"{case.label} {variant} {params}: error {error:.2e}")
-        row[label(variant, params)] = kernel_ms(launch)
+        calls[label(variant, params)] = launch
+    times: dict[str, list[float]] = {name: [] for name in calls}
+    for turn in range(REPEAT):
+        for name, call in calls.items():
+            times[name] += time_launches(call, warmup=3 if turn == 0 else 0, repeat=1,
+                                         flush_l2=flush)
+    row: dict = {"case": case.label, "name": case.name, "tiles": tiles, "waves": tiles / sms,
+                 "auto": auto.variant.name, "auto_params": dict(auto.params)}
+    row.update({name: statistics.median(ms) for name, ms in times.items()})
     return row
 
 
