@@ -37,7 +37,6 @@ POINTS = {
     "float8": (("wgmma_8bit", {}), ("wgmma_8bit", {"BN": 128, "STAGES": 4}),
                ("wgmma_8bit", {"BN": 128, "STAGES": 3}),
                ("wgmma_8bit", {"BN": 128, "STAGES": 4, "TMA_STORE": 0}),
-             ("wgmma_8bit_last_round", {}), ("wgmma_8bit_last_round", {"BN": 128, "STAGES": 4}),
                ("wgmma_8bit", {"BM": 256, "BN": 128, "STAGES": 3}),
                ("wgmma_8bit", {"TMA_STORE": 0}),
                ("wgmma_8bit_last_round", {}), ("wgmma_8bit_last_round", {"BN": 128, "STAGES": 4})),
