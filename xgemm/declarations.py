@@ -360,8 +360,9 @@ WGMMA = dict(
               "SPREAD": 0},
     space={"BM": [64, 128, 256], "BN": [64, 128, 256], "CONSUMERS": [1, 2],
            "STAGES": [2, 3, 4, 5, 6], "GROUP": [8], "TMA_STORE": [0, 1], "SPREAD": [0]},
-    # with C staged (TMA_STORE 1 or 2), each consumer warpgroup's rows of a tile of C too
-    smem_bytes=RING_BYTES + " + min(TMA_STORE, 1) * BM * BN * BYTES",
+    # with C staged (TMA_STORE 1 or 2), each consumer warpgroup's rows of a tile of C too,
+    # a 16-byte line more a row where TMA cannot write them (2)
+    smem_bytes=RING_BYTES + " + min(TMA_STORE, 1) * BM * BN * BYTES + (TMA_STORE == 2) * BM * 16",
     # C's box: one consumer warpgroup's rows, when C leaves through TMA
     tma_boxes={"a": "BM", "b": "BN", "c": "(TMA_STORE == 1) * BM // CONSUMERS"},
     extra_args=("tensor_map_a", "tensor_map_b", "tensor_map_c"),
@@ -483,7 +484,8 @@ WGMMA_8BIT = dict(
        # its tile's row and column scales (staged where scale vectors meet 256 columns;
        # room kept at every point: the scales are not a parameter)
        "smem_bytes": RING_BYTES + " + min(TMA_STORE, 1) * (BM * BN * 2"
-                                  " + 1024 * cdiv((BM + CONSUMERS * BN) * 4, 1024))",
+                                  " + 1024 * cdiv((BM + CONSUMERS * BN) * 4, 1024))"
+                                  " + (TMA_STORE == 2) * BM * 16",
        "extra_args": ("tensor_map_a", "tensor_map_b", "tensor_map_c", "scale_a", "scale_b"),
        "dtypes": ("int8", "float8_e4m3fn", "float8_e5m2")},
     staged_c=("bfloat16", "float16", "int32"),  # int32 in two passes (the kernel's header)

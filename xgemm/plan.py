@@ -941,6 +941,9 @@ def _lay_out(a: cupy.ndarray, b: cupy.ndarray, v: Variant | None, params: dict[s
         p = {**p, "TMA_STORE": 0}  # C is read, or not staged: from registers
     elif p.get("TMA_STORE") and not tma_ready(pointer(full_c), layout_c, full_c.itemsize):
         p = {**p, "TMA_STORE": 2}  # rows TMA cannot write: staged, the threads store them
+        room = gpu.properties(device).max_dynamic_smem
+        while v.shared_memory(p, dtype) > room and p["STAGES"] > 2:  # (a line more a row)
+            p = {**p, "STAGES": p["STAGES"] - 1}
 
     spec = Spec(dtype, plan_a.layout.col, plan_b.layout.col, bias is not None, act, read_c,
                 _flags(v, (full_a, full_b, full_c), (plan_a.layout, plan_b.layout, layout_c),
