@@ -941,9 +941,11 @@ def _lay_out(a: cupy.ndarray, b: cupy.ndarray, v: Variant | None, params: dict[s
         p = {**p, "TMA_STORE": 0}  # C is read, or not staged: from registers
     elif p.get("TMA_STORE") and not tma_ready(pointer(full_c), layout_c, full_c.itemsize):
         p = {**p, "TMA_STORE": 2}  # rows TMA cannot write: staged, the threads store them
-        room = gpu.properties(device).max_dynamic_smem
-        while v.shared_memory(p, dtype) > room and p["STAGES"] > 2:  # (a line more a row)
-            p = {**p, "STAGES": p["STAGES"] - 1}
+        room = gpu.properties(device).max_dynamic_smem  # staged a line wider a row:
+        while v.shared_memory(p, dtype) > room and p["STAGES"] > 2:  # a stage fewer where
+            p = {**p, "STAGES": p["STAGES"] - 1}  # it does not fit, from registers where
+        if v.shared_memory(p, dtype) > room:  # even two stages do not
+            p = {**p, "TMA_STORE": 0}
 
     spec = Spec(dtype, plan_a.layout.col, plan_b.layout.col, bias is not None, act, read_c,
                 _flags(v, (full_a, full_b, full_c), (plan_a.layout, plan_b.layout, layout_c),
