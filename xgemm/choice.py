@@ -25,7 +25,7 @@ SCALED_LONG_K = 1024
 #: Rows (or columns) of C up to which an 8-bit product takes rung 20, where K is as
 #: many times the other side.
 SKINNY_EIGHT_BIT = 16
-#: K from which an int8 product of few tiles (128 x 128 tiles for at most half the SMs)
+#: K from which an 8-bit product of few tiles (128 x 128 tiles for at most half the SMs)
 #: takes rung 25, its tiles cut along K: 48 of rung 18's 128-deep phases.
 CUT_TILES_K = 48 * 128
 
@@ -46,7 +46,7 @@ def heuristic(m: int, n: int, k: int, dtype: str = "float32", cc: int = 90,
     newer; the same for float32 with ``precision="tf32"`` through ``wgmma_tf32`` or
     ``mma_tf32``, and for float64 through ``dmma`` (the FP64 tensor cores) from sm_80;
     8-bit inputs (FP8, int8) ``wgmma_8bit`` on sm_90 (``scale_vectors``: a scale per
-    row of A or per column of B, which take 128-column tiles below K = 1024; one int8
+    row of A or per column of B, which take 128-column tiles below K = 1024; one 8-bit
     product of few tiles and K >= ``CUT_TILES_K``: ``wgmma_8bit_last_round``), int8
     ``mma_int8`` before it and for small products (at most 2^18 outputs, K <= 1024),
     ``skinny`` for at most 16 rows or columns with K >= 16 times the other side;
@@ -71,8 +71,9 @@ def heuristic(m: int, n: int, k: int, dtype: str = "float32", cc: int = 90,
     32
     >>> [heuristic(m, 4096, 4096, "float16")[0] for m in (16, 64, 256)]
     ['wgmma_rows', 'wgmma_splitk', 'wgmma']
-    >>> [heuristic(84, 384, k, "int8")[0] for k in (4096, 12960)]
-    ['wgmma_8bit', 'wgmma_8bit_last_round']
+    >>> [heuristic(84, 384, k, dtype)[0] for dtype in ("int8", "float8_e4m3fn")
+    ...  for k in (4096, 12960)]
+    ['wgmma_8bit', 'wgmma_8bit_last_round', 'wgmma_8bit', 'wgmma_8bit_last_round']
     """
     outputs = m * n
 
@@ -102,12 +103,17 @@ def heuristic(m: int, n: int, k: int, dtype: str = "float32", cc: int = 90,
         # int8 seeds 10 and 11; longer K or larger C ran faster on rung 18)
         return "mma_int8", {**get_variant("mma_int8").defaults, "BM": 64, "BN": 64,
                             "WM": 32, "WN": 32, "STAGES": 4}
-    if dtype == "int8" and tiles(128, 128) <= sms // 2 and k >= CUT_TILES_K and batch == 1:
+    if (dtype in eight_bit.dtypes and tiles(128, 128) <= sms // 2 and k >= CUT_TILES_K
+            and batch == 1):
         # few tiles, long K: rung 25 cuts each tile's K into pieces, so every SM streams
-        # (128 x 128, 4 stages): 84 x 384 x 12960 21.9 us against 39.9 for rung 18 and
+        # (128 x 128, 4 stages): int8 84 x 384 x 12960 21.9 us against 39.9 for rung 18 and
         # 31.2 for torch._int_mm, 2767 x 208 x 13616 44.4 against 54.5 and 78.3; 0.55-0.94x
         # rung 18's time on the seven such shapes of the int8 seeds 10 and 11
-        # (evidence/eight_bit_points_int8_44adea6.txt); shorter K or more tiles ran slower
+        # (evidence/eight_bit_points_int8_44adea6.txt); shorter K or more tiles ran slower.
+        # FP8 with row and column scales, fitted on seed 10 (0.55-0.95x rung 18 on its five
+        # such shapes, evidence/eight_bit_points_float8_f22cc55.json) and checked on seed
+        # 11: 29 x 96 x 6592 16.2 us against 21.8, 2767 x 208 x 13616 43.3 against 52.6
+        # (evidence/eight_bit_points_float8_seed11_164d90c.txt)
         cut = get_variant("wgmma_8bit_last_round")
         return cut.name, {**cut.defaults, "BN": 128, "STAGES": 4}
     if dtype in eight_bit.dtypes:  # the 8-bit rung on sm_90 (for FP8 elsewhere the plan

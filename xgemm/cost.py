@@ -232,7 +232,7 @@ def work(v: Variant, params: Mapping[str, int], dtype: str, shape: Shape, sms: i
     return Work(tiles, blocks, cdiv(tiles, blocks), rounds, sharing, last_sharing, steps,
                 min(steps, params.get("STAGES", 0)), dram, out * item,
                 bool(params.get("TMA_STORE")),
-                ragged(v, shape, item) and not params.get("TMA_STORE"))
+                ragged(v, shape, item))
 
 
 # -- the constants ----------------------------------------------------------------------------
