@@ -34,12 +34,13 @@ stages; a tile of one K step pays it once, not ``STAGES`` times), ``launch`` wha
 kernel costs whatever its size, and ``bytes`` what must cross DRAM at least once: A, B
 and C, split-K's partials twice.
 C's rows decide how it leaves: a rung with ``TMA_STORE`` sends any row through the copy
-engine (whole 16-byte lines by TMA's tensor boxes, or a row's lines in one bulk copy);
-others through wide stores where the rows are whole groups (a rung that stores groups of
-four elements needs only whole groups: 8-byte ones in 16 bits), ragged rows through
-narrow ones, at a cost per byte the fit measures (``ragged_store``: on the H100's 16-bit
-rungs, as long again as writing C at 540-730 GB/s; a random sample's shapes are almost
-all ragged, a model's linears all whole lines). ``store_bandwidth`` bounds a product of
+engine (whole 16-byte lines by TMA's tensor boxes; a ragged row's lines in one bulk copy,
+its part lines in narrow pieces); others through wide stores where the rows are whole
+groups (a rung that stores groups of four elements needs only whole groups: 8-byte ones
+in 16 bits), ragged rows through narrow ones. Ragged rows cost a price per byte the fit
+measures (``ragged_store``: on the H100's 16-bit rungs from registers, as long again as
+writing C at 540-730 GB/s; a random sample's shapes are almost all ragged, a model's
+linears all whole lines). ``store_bandwidth`` bounds a product of
 tiny K by the fastest any calibration sample wrote C from its registers; a rung whose C
 the copy engine stores has no such bound (DRAM's is its own).
 A copy the plan makes costs ``copy_launch`` and its bytes: an operand padded for TMA
@@ -198,8 +199,8 @@ class Work:
     fill_steps: int  # of the steps, those that fill the rung's ring of stages (none: no ring)
     dram_bytes: int
     c_bytes: int
-    #: C leaves through the bulk copy engine (TMA_STORE): no bound of the epilogue's own
-    #: stores, and ragged rows cost no more
+    #: C leaves through the bulk copy engine (TMA_STORE, its rows ragged or not): no bound
+    #: of the epilogue's own stores
     tma_store: bool = False
     #: the rung runs its narrow path here (:func:`ragged`): C costs ``ragged_store`` a byte
     ragged: bool = False
@@ -231,8 +232,7 @@ def work(v: Variant, params: Mapping[str, int], dtype: str, shape: Shape, sms: i
         dram += 2 * splits * out * (8 if dtype == "float64" else 4)
     return Work(tiles, blocks, cdiv(tiles, blocks), rounds, sharing, last_sharing, steps,
                 min(steps, params.get("STAGES", 0)), dram, out * item,
-                bool(params.get("TMA_STORE")),
-                ragged(v, shape, item))
+                bool(params.get("TMA_STORE")), ragged(v, shape, item))
 
 
 # -- the constants ----------------------------------------------------------------------------
