@@ -214,6 +214,19 @@ def test_c_rows_tma_cannot_write_are_stored_by_the_threads(rng, name, params):
         assert frobenius_error(launch(), f64(batch) @ f64(b)) < tol, f"seed {rng.seed}"
 
 
+def test_ragged_rows_take_a_stage_fewer_where_their_wider_staging_does_not_fit(rng):
+    """128 x 128 tiles at 6 stages fill the shared memory with C staged for TMA; rows TMA
+    cannot write need a 16-byte line more each, so that point runs 5 stages there (and
+    launch.params says so), with the right answer; where C's rows are whole lines, 6."""
+    for n, stages, store in [(1001, 5, 2), (1000, 6, 1)]:
+        a, b = operands(rng, "wgmma", 300, n, 200, dtype="bfloat16")
+        c = poisoned(300, n, dtype="bfloat16")
+        launch = xgemm.prepare(a, b, variant="wgmma", out=c, BN=128, STAGES=6)
+        assert (launch.params["STAGES"], launch.params["TMA_STORE"]) == (stages, store)
+        launch()
+        assert relative_error(c, a, b) < tolerance_of("wgmma", "bfloat16"), f"seed {rng.seed}"
+
+
 @pytest.mark.parametrize("name", [*wide_variants(), "auto"])
 def test_k_zero_gives_zeros(name):
     import cupy
