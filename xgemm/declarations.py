@@ -561,9 +561,11 @@ register(Variant(
     extra_args=("partials", "arrivals", "scale_a", "scale_b"),
     flags=("aligned16",),
     dtypes=(*WIDE_DTYPES, *EIGHT_BIT),
-    # B along K takes 2 splits, along N wider tiles (bench/skinny.py's best points)
-    candidates=[{}, {"SPLITS": 2}, {"BN": 64}, {"FEW_COLUMNS": 1},
-                {"FEW_COLUMNS": 1, "SPLITS": 2}, {"FEW_COLUMNS": 1, "BN": 64}],
+    # B along K takes 2 splits, along N wider tiles (bench/skinny.py's best points); 16
+    # splits for a long K over few lines of the big operand, where 2-4 leave most SMs idle
+    candidates=[{}, {"SPLITS": 2}, {"BN": 64}, {"SPLITS": 16}, {"FEW_COLUMNS": 1},
+                {"FEW_COLUMNS": 1, "SPLITS": 2}, {"FEW_COLUMNS": 1, "BN": 64},
+                {"FEW_COLUMNS": 1, "SPLITS": 16}],
 ))
 
 # Rung 21: rung 20's products in 16 bits, multiplied on the tensor cores (mma.sync), the
