@@ -566,6 +566,10 @@ register(Variant(
     candidates=[{}, {"SPLITS": 2}, {"BN": 64}, {"SPLITS": 16}, {"FEW_COLUMNS": 1},
                 {"FEW_COLUMNS": 1, "SPLITS": 2}, {"FEW_COLUMNS": 1, "BN": 64},
                 {"FEW_COLUMNS": 1, "SPLITS": 16}],
+    # 16-bit products of few rows run on rungs 21 and 22's tensor cores: rung 20 was the
+    # fastest candidate on none of the 240 16-bit calibration rows, and where its noisier
+    # estimates came out cheapest it ran 10-35% slower (docs/notes.md)
+    auto_dtypes=("float32", "float64", *EIGHT_BIT),
 ))
 
 # Rung 21: rung 20's products in 16 bits, multiplied on the tensor cores (mma.sync), the

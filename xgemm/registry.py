@@ -264,6 +264,10 @@ class Variant:
     #: defaults: a handful around them, for the regimes the rung serves. Empty: auto never
     #: picks it (a rung that a later one of its kind always beats, kept for the ladder).
     candidates: Sequence[Mapping[str, int]] = ()
+    #: The dtypes ``auto`` weighs those points for; empty: every dtype the rung takes. A
+    #: rung that a later one beats on some dtypes leaves them out, so that its estimate
+    #: (as uncertain as any) is never taken over the better rung's by chance.
+    auto_dtypes: tuple[str, ...] = ()
     #: The tile of C one block computes and the K it takes a step: rows, columns, depth,
     #: as expressions over the parameters and BYTES (the cost model's unit of work).
     tile_shape: tuple[str, str, str] = ("BM", "BN", "BK")
@@ -490,7 +494,7 @@ class Variant:
         >>> [p["SPLITS"] for p in xgemm.get_variant("splitk").candidate_points("float32")]
         [4, 16, 64]
         """
-        if dtype not in self.dtypes:
+        if dtype not in self.dtypes or self.auto_dtypes and dtype not in self.auto_dtypes:
             return []
         points = []
         for change in self.candidates:
