@@ -90,6 +90,13 @@ def test_no_tensor_core_rung_before_sm_80_nor_wgmma_off_hopper():
     assert cheapest(8192, 8192, 8192, cc=80)[1].name == "mma"
 
 
+def test_a_rung_is_weighed_only_for_the_dtypes_auto_takes_it_for():
+    skinny = xgemm.get_variant("skinny")
+    assert "float16" in skinny.dtypes and skinny.candidate_points("float16") == []
+    assert not any(v is skinny for v, _ in cost.candidates("bfloat16", None, 90))
+    assert any(v is skinny for v, _ in cost.candidates("float32", None, 90))
+
+
 def test_tf32_rungs_only_when_asked():
     assert not any(v.precision for v, _ in cost.candidates("float32", None, 90))
     assert cheapest(8192, 8192, 8192, "float32", "tf32", "NT")[1].name == "wgmma_tf32"

@@ -568,7 +568,7 @@ register(Variant(
                 {"FEW_COLUMNS": 1, "SPLITS": 16}],
     # 16-bit products of few rows run on rungs 21 and 22's tensor cores: rung 20 was the
     # fastest candidate on none of the 240 16-bit calibration rows, and where its noisier
-    # estimates came out cheapest it ran 10-35% slower (docs/notes.md)
+    # estimates came out cheapest it ran 3-36% slower (docs/ladder.md)
     auto_dtypes=("float32", "float64", *EIGHT_BIT),
 ))
 
