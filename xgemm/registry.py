@@ -488,7 +488,8 @@ class Variant:
         return into if _eval(rule, {**params, "M": m, "N": n, "K": k, "SMS": sms}) else None
 
     def candidate_points(self, dtype: str) -> list[Params]:
-        """The resolved points of ``candidates`` that are valid for ``dtype``, in order.
+        """The resolved points of ``candidates`` that are valid for ``dtype``, in order
+        (none for a dtype ``auto_dtypes`` leaves out).
 
         >>> import xgemm
         >>> [p["SPLITS"] for p in xgemm.get_variant("splitk").candidate_points("float32")]
