@@ -450,10 +450,13 @@ def samples_of(rows: Iterable[Mapping[str, Any]], sms: int,
                blocks: Mapping[str, Mapping[str, int]]) -> dict[tuple[str, str], list]:
     """Each candidate's samples, by (dtype key, ``point_key``), from suite rows with every
     candidate timed (``xgemm.generalisation``, regret on). Times taken once (a candidate
-    far slower than the best, timed once and dropped) are left out."""
+    far slower than the best, timed once and dropped) are left out, and so are points
+    ``auto`` does not weigh for the row's dtype now (a rung's ``auto_dtypes``, a
+    candidate dropped since the rows were timed): no constants are fitted for them."""
     from .generalisation import PARTS
 
     found: dict[tuple[str, str], list[Sample]] = {}
+    weighed: dict[tuple[str, str], set[str]] = {}
     for row in rows:
         if row.get("status") != "ok" or "candidates" not in row:
             continue
@@ -464,6 +467,10 @@ def samples_of(rows: Iterable[Mapping[str, Any]], sms: int,
             if cand.get("status") != "ok" or cand.get("timed") == "once":
                 continue
             v = get_variant(cand["variant"])
+            if (v.name, dtype) not in weighed:
+                weighed[v.name, dtype] = {point_key(v.name, p) for p in v.candidate_points(dtype)}
+            if point_key(v.name, cand["params"]) not in weighed[v.name, dtype]:
+                continue
             shape = row_shape(row, batch, item, cand.get("copies", ()))
             key = (dtype_key(dtype, precision), point_key(v.name, cand["params"]))
             w = work(v, cand["params"], dtype, shape, sms, blocks.get(key[0], {}).get(key[1]))

@@ -492,8 +492,9 @@ class Variant:
         (none for a dtype ``auto_dtypes`` leaves out).
 
         >>> import xgemm
-        >>> [p["SPLITS"] for p in xgemm.get_variant("splitk").candidate_points("float32")]
-        [4, 16, 64]
+        >>> points = xgemm.get_variant("splitk").candidate_points("float32")
+        >>> [(p["BN"], p["SPLITS"]) for p in points]
+        [(64, 4), (64, 16), (64, 64), (128, 4), (128, 16)]
         """
         if dtype not in self.dtypes or self.auto_dtypes and dtype not in self.auto_dtypes:
             return []
