@@ -640,9 +640,8 @@ register(Variant(
                 {"FEW_COLUMNS": 1, "BM": 16}, {"FEW_COLUMNS": 1, "BM": 16, "SPLITS": 16},
                 {"FEW_COLUMNS": 1, "BM": 32},
                 *({**side, **p} for side in ({}, {"FEW_COLUMNS": 1}) for p in (
-                    {"BM": 32, "SPLITS": 8}, {"BM": 32, "SPLITS": 16},
-                    {"BM": 32, "WARPS": 8, "STAGES": 3}, {"BM": 32, "STAGES": 2, "SPLITS": 8},
-                    {"BM": 16, "SPLITS": 16}, {"BM": 16, "WARPS": 8, "STAGES": 3, "SPLITS": 8}))],
+                    {"BM": 16, "WARPS": 8, "STAGES": 3, "SPLITS": 8},
+                    {"BM": 32, "WARPS": 8, "STAGES": 3}, {"BM": 32, "STAGES": 2, "SPLITS": 8}))],
 ))
 
 # Rung 23: products over a few k's, stored as aligned 16-byte chunks whatever C's rows.
