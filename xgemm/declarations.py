@@ -633,7 +633,9 @@ register(Variant(
     # (the decode LM head), more splits or 8 warps for shorter ones, two row fragments;
     # 16 splits (or 8 of two fragments) for long K over few lines of the big operand,
     # where 2 leave most SMs idle (47 x 18 x 11554: 17 us against 28 at 2); four
-    # fragments, so that 17 to 32 rows read the big operand once (docs/notes.md)
+    # fragments, so that 17 to 32 rows read the big operand once (docs/notes.md); and, for
+    # each side, more warps an SM than one 4-warp block with its 4-stage ring: 8 warps of
+    # 3 stages, or three blocks of a 2-stage ring (17-96 rows over a long K: docs/ladder.md)
     candidates=[{}, {"SPLITS": 4}, {"SPLITS": 8}, {"SPLITS": 16}, {"WARPS": 8, "STAGES": 3},
                 {"BM": 16}, {"BM": 16, "SPLITS": 8}, {"BM": 32}, {"FEW_COLUMNS": 1},
                 {"FEW_COLUMNS": 1, "SPLITS": 16}, {"FEW_COLUMNS": 1, "WARPS": 8, "STAGES": 3},
