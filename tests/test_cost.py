@@ -30,7 +30,8 @@ def test_every_candidate_is_a_valid_point_with_constants_and_every_constant_a_ca
         points = cost.candidates(dtype, precision, 90)
         assert points
         weighed = {cost.point_key(v.name, p) for v, p in points}
-        assert set(cal.points[key]) <= weighed, set(cal.points[key]) - weighed
+        for table in (cal.points[key], cal.blocks[key]):
+            assert set(table) <= weighed, set(table) - weighed
         if precision is None:  # TF32's mma_tf32 had too few samples (NT shapes) to fit
             for v, p in points:
                 assert v.resolve(p, dtype) == p

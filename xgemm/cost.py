@@ -446,6 +446,18 @@ def fit_point(samples: Sequence[Sample], cal: Calibration, grid: Sequence[float]
     return best[1], math.sqrt(best[0])
 
 
+@functools.cache
+def weighed(name: str, dtype: str) -> frozenset[str]:
+    """The ``point_key`` of every point ``auto`` weighs of rung ``name`` for ``dtype`` now:
+    what a calibration fits (rows may hold others: a rung's ``auto_dtypes``, a candidate
+    dropped since they were timed).
+
+    >>> "skinny:" in weighed("skinny", "float32"), "skinny:" in weighed("skinny", "float16")
+    (True, False)
+    """
+    return frozenset(point_key(name, p) for p in get_variant(name).candidate_points(dtype))
+
+
 def samples_of(rows: Iterable[Mapping[str, Any]], sms: int,
                blocks: Mapping[str, Mapping[str, int]]) -> dict[tuple[str, str], list]:
     """Each candidate's samples, by (dtype key, ``point_key``), from suite rows with every
@@ -456,7 +468,6 @@ def samples_of(rows: Iterable[Mapping[str, Any]], sms: int,
     from .generalisation import PARTS
 
     found: dict[tuple[str, str], list[Sample]] = {}
-    weighed: dict[tuple[str, str], set[str]] = {}
     for row in rows:
         if row.get("status") != "ok" or "candidates" not in row:
             continue
@@ -467,9 +478,7 @@ def samples_of(rows: Iterable[Mapping[str, Any]], sms: int,
             if cand.get("status") != "ok" or cand.get("timed") == "once":
                 continue
             v = get_variant(cand["variant"])
-            if (v.name, dtype) not in weighed:
-                weighed[v.name, dtype] = {point_key(v.name, p) for p in v.candidate_points(dtype)}
-            if point_key(v.name, cand["params"]) not in weighed[v.name, dtype]:
+            if point_key(v.name, cand["params"]) not in weighed(v.name, dtype):
                 continue
             shape = row_shape(row, batch, item, cand.get("copies", ()))
             key = (dtype_key(dtype, precision), point_key(v.name, cand["params"]))
@@ -589,8 +598,9 @@ def fit(rows: Iterable[Mapping[str, Any]], gpu: str, sms: int, bandwidth: float,
 
 
 def occupancies(rows: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, int]]:
-    """Blocks per SM of every candidate the rows timed, by dtype key and ``point_key``:
-    its registers from an offline build (two at a time), its threads, its shared memory."""
+    """Blocks per SM of every candidate the rows timed that ``auto`` weighs (:func:`weighed`),
+    by dtype key and ``point_key``: its registers from an offline build (two at a time), its
+    threads, its shared memory."""
     from concurrent.futures import ThreadPoolExecutor
 
     from .generalisation import PARTS
@@ -600,6 +610,8 @@ def occupancies(rows: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, int]]:
         dtype, precision = PARTS.get(row.get("part"), (None, None))
         for cand in row.get("candidates", ()) if dtype else ():
             v = get_variant(cand["variant"])
+            if point_key(v.name, cand["params"]) not in weighed(v.name, dtype):
+                continue
             if "SMS" not in " ".join(v.grid):  # persistent grids: one block an SM
                 key = (dtype_key(dtype, precision), point_key(v.name, cand["params"]))
                 todo.setdefault(key, (v, dict(cand["params"]), dtype))
