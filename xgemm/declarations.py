@@ -189,7 +189,9 @@ register(Variant(
     template="gemm/09_pipelined.cu.j2",
     adds="cp.async through a ring of STAGES tiles in dynamic shared memory: loads overlap math;"
          " fragments double-buffered",
-    # 128 x 256 tiles for large outputs, narrower ones where those leave SMs idle
+    # 128 x 256 tiles for large outputs, narrower ones where those leave SMs idle; the
+    # narrow 64 x 128 also at 8 x 8 a thread (TM 8: 64 FMAs for 16 values read from shared
+    # memory, where 4 x 8 does 32 for 12), which mid-sized products ran faster (docs/ladder.md)
     candidates=[{}, {"BN": 128, "STAGES": 2},
                 {"BM": 64, "BN": 128, "WM": 32, "WN": 64, "STAGES": 2},
                 {"BM": 64, "BN": 64, "WM": 32, "WN": 32, "STAGES": 3},
@@ -222,6 +224,7 @@ register(Variant(
     name="splitk",
     template="gemm/10_splitk.cu.j2",
     adds="SPLITS blocks share a tile of C over stretches of K; the last adds the partials in order",
+    # 64 x 64 tiles; and 64 x 128 at rung 9's 8 x 8 thread tiles, for few tiles over a long K
     candidates=[{"SPLITS": 4}, {"SPLITS": 16}, {"SPLITS": 64},
                 {"BN": 128, "WN": 64, "TM": 8, "SPLITS": 4},
                 {"BN": 128, "WN": 64, "TM": 8, "SPLITS": 16}],
