@@ -940,11 +940,14 @@ def _lay_out(a: cupy.ndarray, b: cupy.ndarray, v: Variant | None, params: dict[s
     if p.get("TMA_STORE") and (read_c or not staged):
         p = {**p, "TMA_STORE": 0}  # C is read, or not staged: from registers
     elif p.get("TMA_STORE") and not tma_ready(pointer(full_c), layout_c, full_c.itemsize):
-        p = {**p, "TMA_STORE": 2}  # rows TMA cannot write: staged, the threads store them
-        room = gpu.properties(device).max_dynamic_smem  # staged a line wider a row:
-        while v.shared_memory(p, dtype) > room and p["STAGES"] > 2:  # a stage fewer where
-            p = {**p, "STAGES": p["STAGES"] - 1}  # it does not fit, from registers where
-        if v.shared_memory(p, dtype) > room:  # even two stages do not
+        # Rows TMA cannot write: staged a 16-byte line wider a row and sent by bulk copies
+        # (TMA_STORE = 2). Where that staging does not fit, a stage fewer; where even two
+        # stages leave no room, C leaves from registers.
+        p = {**p, "TMA_STORE": 2}
+        room = gpu.properties(device).max_dynamic_smem
+        while v.shared_memory(p, dtype) > room and p["STAGES"] > 2:
+            p = {**p, "STAGES": p["STAGES"] - 1}
+        if v.shared_memory(p, dtype) > room:
             p = {**p, "TMA_STORE": 0}
 
     spec = Spec(dtype, plan_a.layout.col, plan_b.layout.col, bias is not None, act, read_c,
