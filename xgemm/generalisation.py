@@ -86,16 +86,19 @@ class Product:
 
 
 def random_cases(seed: int, count: int = 36, cap: int = FLOP_CAP, floor: int = FLOP_FLOOR,
-                 max_dim: int = MAX_DIM, min_dim: int = 1, max_k: int | None = None
-                 ) -> list[Product]:
+                 max_dim: int = MAX_DIM, min_dim: int = 1, max_k: int | None = None,
+                 multiple: int = 1) -> list[Product]:
     """``count`` products drawn with ``numpy.random.default_rng(seed)``: M, N and K
     log-uniform over [min_dim, max_dim] (rounded to the nearest integer; K over
     [1, max_k] where ``max_k`` is given: a stratum of tiny-K products for calibration),
-    a layout from RANDOM_LAYOUTS; a draw of more than ``cap`` or fewer than ``floor``
-    floating-point operations is drawn again.
+    then rounded up to a ``multiple`` (16: a stratum of aligned products, as a model's
+    are), a layout from RANDOM_LAYOUTS; a draw of more than ``cap`` or fewer than
+    ``floor`` floating-point operations is drawn again.
     The same seed gives the same sample on every machine.
 
     >>> random_cases(1, 2) == random_cases(1, 2)
+    True
+    >>> all(x % 16 == 0 for c in random_cases(1, 4, multiple=16) for x in (c.m, c.n, c.k))
     True
     """
     import numpy as np
@@ -108,7 +111,7 @@ def random_cases(seed: int, count: int = 36, cap: int = FLOP_CAP, floor: int = F
             draw = rng.uniform(low, high, 3)
         else:
             draw = rng.uniform([low, low, 0.0], [high, high, math.log(max_k)])
-        m, n, k = (int(round(math.exp(x))) for x in draw)
+        m, n, k = (-(-int(round(math.exp(x))) // multiple) * multiple for x in draw)
         layout = RANDOM_LAYOUTS[int(rng.integers(len(RANDOM_LAYOUTS)))]
         if floor <= 2 * m * n * k <= cap:
             cases.append(Product(m, n, k, layout))
