@@ -84,9 +84,8 @@ CALIBRATION_ENV = "XGEMM_CALIBRATION"
 SM_THREADS, SM_SHARED = 2048, 228 * 1024
 #: Blocks an SM holds at most, and its registers.
 SM_BLOCKS, SM_REGISTERS = 32, 65536
-#: What a layout key adds where the rung runs its alignment specialisation (A, B and C
-#: in whole groups: 16-byte copies where a group lies along the tile; ``aligned_group``).
-ALIGNED = "/aligned"
+#: Layout keys: how A and B are read, "N" row-major, "T" column-major.
+LAYOUTS = ("NN", "NT", "TN", "TT")
 
 
 @dataclass(frozen=True)
@@ -104,20 +103,6 @@ class Shape:
     transposed: tuple[int, ...] = ()  # bytes of each operand it transposes first
     #: C's rows are not whole multiples of 16 bytes: no TMA store, narrower stores
     ragged_c: bool = False
-    #: the rung runs its alignment specialisation here (``aligned_group``; A, B and C as
-    #: they are after any copies): its steps are priced from aligned samples where it has
-    #: them
-    aligned: bool = False
-
-    @property
-    def step_key(self) -> str:
-        """The key of this product's K step among a rung's constants: the layout, marked
-        where the rung runs aligned (``ALIGNED``).
-
-        >>> Shape(64, 64, 64, layout="NT", aligned=True).step_key
-        'NT/aligned'
-        """
-        return self.layout + (ALIGNED if self.aligned else "")
 
 
 @dataclass(frozen=True)
@@ -129,7 +114,7 @@ class Constants:
     full_step: float
     latency: float
     #: full_step per layout where it differs from the one above (the layouts it was
-    #: measured in; ``Shape.step_key``: aligned apart where the samples were)
+    #: measured in)
     layout_step: Mapping[str, float] | None = None
     #: bytes/s at which the rung writes C at best (its epilogue's stores: from mma
     #: fragments, 4 bytes a lane, far below DRAM's), the most any sample reached; None:
@@ -140,11 +125,8 @@ class Constants:
     #: seconds per byte of C written besides, where C's rows are ragged (``Shape.ragged_c``)
     ragged_store: float = 0.0
 
-    def step_for(self, key: str) -> float:
-        """The full_step for a ``Shape.step_key``: its own, else its layout's (aligned
-        samples were too few), else the rung's over every layout."""
-        steps = self.layout_step or {}
-        return steps.get(key, steps.get(key.removesuffix(ALIGNED), self.full_step))
+    def step_for(self, layout: str) -> float:
+        return (self.layout_step or {}).get(layout, self.full_step)
 
 
 def point_key(name: str, params: Mapping[str, int]) -> str:
@@ -357,7 +339,7 @@ def estimate_near(v: Variant, params: Mapping[str, int], dtype: str, shape: Shap
 def predict(c: Constants, w: Work, shape: Shape, cal: Calibration, choosing: bool = True
             ) -> float:
     """The model's formula (the module's text) for counted work ``w``."""
-    full = c.step_for(shape.step_key)
+    full = c.step_for(shape.layout)
     walk = w.tiles_per_block * w.steps * ((w.rounds - 1) * max(w.sharing * full, c.latency)
                                           + max(w.last_sharing * full, c.latency))
     compute = w.rounds * w.tiles_per_block * (c.tile + w.fill_steps * c.fill) + walk
@@ -498,7 +480,7 @@ def samples_of(rows: Iterable[Mapping[str, Any]], sms: int,
             v = get_variant(cand["variant"])
             if point_key(v.name, cand["params"]) not in weighed(v.name, dtype):
                 continue
-            shape = row_shape(row, batch, item, cand.get("copies", ()), v)
+            shape = row_shape(row, batch, item, cand.get("copies", ()))
             key = (dtype_key(dtype, precision), point_key(v.name, cand["params"]))
             w = work(v, cand["params"], dtype, shape, sms, blocks.get(key[0], {}).get(key[1]))
             found.setdefault(key, []).append((w, shape, cand["ms"] * 1e-3))
@@ -530,37 +512,15 @@ def ragged(v: Variant, shape: Shape, item: int) -> bool:
     return shape.ragged_c
 
 
-def aligned_group(v: Variant, item: int) -> int | None:
-    """Elements of ``item`` bytes in the groups ``v``'s alignment specialisation (in
-    ``Variant.flags``) reads whole, where every row of A, B and C is whole groups that
-    start on a group's boundary: four ("aligned"), 16 bytes' worth ("aligned16"); None
-    where it has none.
-
-    >>> import xgemm
-    >>> [aligned_group(xgemm.get_variant(n), 2) for n in ("pipelined", "mma", "wgmma")]
-    [4, 8, None]
-    """
-    if "aligned" in v.flags:
-        return 4
-    if "aligned16" in v.flags:
-        return max(1, 16 // item)
-    return None
-
-
-def row_shape(row: Mapping[str, Any], batch: int, item: int, copies: Sequence[str],
-              v: Variant) -> Shape:
-    """A suite row's product as ``v`` (a candidate) sees it, with the operands it padded
-    (``copies``, by name): their bytes and lines; and whether it ran aligned (the suites'
-    operands are fresh and contiguous: aligned where every row is whole groups)."""
+def row_shape(row: Mapping[str, Any], batch: int, item: int, copies: Sequence[str]) -> Shape:
+    """A suite row's product as the model sees it, with the operands its candidate
+    padded (``copies``, by name): their bytes and lines."""
     m, n, k, layout = row["m"], row["n"], row["k"], row["layout"]
     sizes = {"a": batch * m * k * item, "b": k * n * item}
     lines = {"a": batch * (m if layout[0] == "N" else k), "b": k if layout[1] == "N" else n}
-    along_rows = (k if layout[0] == "N" else m, n if layout[1] == "N" else k, n)
-    group = aligned_group(v, item)
     return Shape(m, n, k, batch, layout, padded=tuple(sizes[x] for x in copies),
                  padded_lines=tuple(lines[x] for x in copies),
-                 ragged_c=ragged_rows(n, item),
-                 aligned=group is not None and all(x % group == 0 for x in along_rows))
+                 ragged_c=ragged_rows(n, item))
 
 
 def fit_copies(samples: Iterable[tuple[int, int, float]]) -> tuple[float, float, float]:
@@ -594,8 +554,7 @@ def fit(rows: Iterable[Mapping[str, Any]], gpu: str, sms: int, bandwidth: float,
     constants (``copies``: launch, bandwidth and time a line, measured apart by
     ``fit_copies``; else fitted on the candidate with the most samples that pad an
     operand); then each candidate's constants over all its samples, and its full_step
-    again per layout (``Shape.step_key``: aligned samples apart) where that layout has
-    ``min_samples``. Returns it and, per dtype
+    again per layout where that layout has ``min_samples``. Returns it and, per dtype
     key and candidate, the fit's RMS log error. ``sampled_copies``: the constants of the
     copy the rows' padded times include, where a faster one has replaced it since (the
     rows are not timed again): the candidates and the copy penalty are fitted with
@@ -623,10 +582,10 @@ def fit(rows: Iterable[Mapping[str, Any]], gpu: str, sms: int, bandwidth: float,
             continue
         c, err = fit_point(samples, cal)
         per_layout = {}
-        for step_key in sorted({shape.step_key for _, shape, _ in samples}):
-            mine = [s for s in samples if s[1].step_key == step_key]
+        for layout in LAYOUTS:
+            mine = [s for s in samples if s[1].layout == layout]
             if len(mine) >= min_samples:
-                per_layout[step_key] = _refit_step(c, mine, cal)
+                per_layout[layout] = _refit_step(c, mine, cal)
         if per_layout:
             c = dataclasses.replace(c, layout_step=per_layout)
         cal.points.setdefault(dt, {})[key] = c
@@ -695,7 +654,7 @@ def pick_regret(rows: Iterable[Mapping[str, Any]], cal: Calibration
                 point_key(v.name, cand["params"]))
             if c is None:
                 continue
-            shape = row_shape(row, batch, item, cand.get("copies", ()), v)
+            shape = row_shape(row, batch, item, cand.get("copies", ()))
             per_sm = cal.blocks.get(dtype_key(dtype, precision), {}).get(
                 point_key(v.name, cand["params"]))
             w = work(v, cand["params"], dtype, shape, cal.sms, per_sm)

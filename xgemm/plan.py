@@ -810,34 +810,22 @@ def _priced_copies(v: Variant, p: dict[str, int], mats: tuple, layouts: list, re
                    copyable: list, shapes: Shapes, sms: int) -> cost.Shape:
     """The product as the cost model prices ``v`` at ``p`` on it: how it reads A and B
     ("NN".."TT"), the bytes (and lines) it pads and the bytes it transposes, as its plan
-    would (for a rung that reads the operands at all), and whether it runs its alignment
-    specialisation (``cost.aligned_group``; C judged by its width alone, as a fresh
-    output)."""
+    would (for a rung that reads the operands at all)."""
     m, n, k, count = shapes.m, shapes.n, shapes.k, shapes.count
     item = mats[0].itemsize
     sizes = (count * m * k * item, k * n * item)
     padded, lines, transposed, letters = [], [], [], ""
-    group = cost.aligned_group(v, item)
-    aligned = group is not None and n % group == 0  # C: judged as a fresh output
     for i, name in enumerate("ab"):
         into = v.transposed_into(name, p, m, n, k, sms) if copyable[i] else None
         letters += "T" if (into or read[i]) == "col" else "N"
-        along = ((k, m), (n, k))[i][(into or read[i]) == "col"]  # elements along a line
         if into not in (None, read[i]):
             transposed.append(sizes[i])
-            aligned = aligned and along % group == 0  # a fresh copy, lines `along` apart
-        else:
-            aligned = aligned and (mats[i].data.ptr | (along | layouts[i].ld
-                                                       | layouts[i].batch_stride) * item
-                                   ) % (group * item) == 0
-            if v.tma and k > 0 and not tma_ready(mats[i].data.ptr, layouts[i], item):
-                padded.append(sizes[i])
-                lines.append((count * (m if read[0] == "row" else k),
-                              k if read[1] == "row" else n)[i])
+        elif v.tma and k > 0 and not tma_ready(mats[i].data.ptr, layouts[i], item):
+            padded.append(sizes[i])
+            lines.append((count * (m if read[0] == "row" else k), k if read[1] == "row" else n)[i])
     return cost.Shape(m, n, k, count, letters, padded=tuple(padded),
                       padded_lines=tuple(lines), transposed=tuple(transposed),
-                      ragged_c=cost.ragged_rows(n, item),  # C in the operands' dtype
-                      aligned=aligned)
+                      ragged_c=cost.ragged_rows(n, item))  # C in the operands' dtype
 
 
 def _ranked(mats: tuple, layouts: list, read: list, copyable: list, shapes: Shapes,
