@@ -209,8 +209,9 @@ register(Variant(
     ],
     smem_bytes="BYTES * STAGES * BK * (BM + BN + 8)",  # + the pads of tile_a and tile_b
     dynamic_smem=True,
-    # A column-major and B row-major arrive in 16-byte copies; the other layouts in 4-byte
-    # ones, scattered. A transpose first (bench/results/h100/evidence/transpose_first.txt):
+    # A column-major and B row-major arrive in 16-byte copies where aligned; the rest one
+    # element a copy. A transpose first (bench/results/h100/evidence/transpose_first.txt,
+    # measured before element copies went to consecutive threads):
     # B pays from M = 1024 (NT 8192 x 4096 x 4096: 6.89 ms in place, 5.94 + 0.05 copied); A only
     # where the grid has few tiles (1024^3: 0.068 ms, 0.059 + 0.005; none from 4096^2 up) and
     # the product is not tiny (64 x 4096 x 64: 0.0071 ms in place, 0.0118 copied; evidence/
