@@ -43,7 +43,7 @@ def measure(shapes: list[tuple[int, int]]) -> list[dict]:
 
     from xgemm import timing
     from xgemm.launch import pad_rows
-    from xgemm.plan import padding
+    from xgemm.plan import padding, plan_pad_launch
 
     stream = cupy.cuda.get_current_stream().ptr
     rows = []
@@ -51,11 +51,11 @@ def measure(shapes: list[tuple[int, int]]) -> list[dict]:
         x = cupy.random.standard_normal((lines, width), dtype=cupy.float32).astype(cupy.float16)
         pitch = -(-width // 8) * 8
         y = cupy.empty((lines, pitch), dtype=cupy.float16)
-        pad = padding(lines, width * 2, width * 2, pitch * 2, lines * pitch,
-                      cupy.cuda.Device().id)
+        pad = plan_pad_launch((padding(lines, width * 2, width * 2, pitch * 2, lines * pitch),),
+                              cupy.cuda.Device().id)
 
         def copy(pad=pad, x=x, y=y):
-            pad_rows(pad, x.data.ptr, y.data.ptr, stream)
+            pad_rows(pad, (x.data.ptr,), (y.data.ptr,), stream)
 
         copy()
         if not bool((y[:, :width] == x).all()):

@@ -399,30 +399,38 @@ def test_a_split_k_launch_run_on_two_streams_at_once(rng):
 
 
 @gpu
-@pytest.mark.parametrize(("lines", "width", "pitch", "offset"), [
-    (1, 2, 2, 0),          # one 16-bit value
-    (7, 30, 30, 2),        # narrower than a chunk, lines at every offset
-    (33, 46, 52, 14),      # a line across three source chunks, a view 14 bytes in
-    (5, 130, 130, 6),      # chunk after chunk, the last one short
-    (3000, 998, 998, 0),   # many blocks, each thread several chunks
+@pytest.mark.parametrize("operands", [
+    [(1, 2, 2, 0)],                         # one 16-bit value
+    [(7, 30, 30, 2)],                       # narrower than a chunk, lines at every offset
+    [(33, 46, 52, 14), (5, 130, 130, 6)],   # a line across three source chunks, a view 14
+    #                                         bytes in; chunk after chunk, the last short
+    [(3000, 998, 998, 0), (1, 2, 2, 0)],    # many blocks, each thread several chunks;
+    #                                         a second operand of one block
+    [(2, 18, 18, 4), (3000, 998, 998, 10)],  # the second operand many blocks
 ])
-def test_pad_kernel_copies_lines_at_any_alignment(lines, width, pitch, offset):
-    """The pad kernel copies ``lines`` of ``width`` bytes, ``pitch`` apart from ``offset``
-    bytes into an allocation, into lines padded to 16 bytes: every byte of every line,
-    whatever the source's alignment; the padding is not the caller's concern."""
+def test_pad_kernel_copies_lines_at_any_alignment(operands):
+    """One launch of the pad kernel copies each of one or two operands (``lines`` of
+    ``width`` bytes, ``pitch`` apart from ``offset`` bytes into an allocation) into lines
+    padded to 16 bytes: every byte of every line, whatever the source's alignment; the
+    padding is not the caller's concern."""
     cupy = pytest.importorskip("cupy")
     from xgemm.launch import pad_rows
 
-    rng = cupy.random.RandomState(lines * width + offset)
-    source = rng.randint(0, 256, size=offset + lines * pitch + 64).astype(cupy.uint8)
-    padded_pitch = -(-width // 16) * 16
-    padded = cupy.full(lines * padded_pitch, 0xFF, dtype=cupy.uint8)
-    pad = planning.padding(lines, width, pitch, padded_pitch, lines * padded_pitch, 0)
-    pad_rows(pad, source.data.ptr + offset, padded.data.ptr,
-             cupy.cuda.get_current_stream().ptr)
-    expected = source[offset:offset + lines * pitch].reshape(lines, pitch)[:, :width]
-    got = padded.reshape(lines, padded_pitch)[:, :width]
-    assert bool((got == expected).all())
+    sources, padded, pads = [], [], []
+    for lines, width, pitch, offset in operands:
+        rng = cupy.random.RandomState(lines * width + offset)
+        sources.append(rng.randint(0, 256, size=offset + lines * pitch + 64).astype(cupy.uint8))
+        padded_pitch = -(-width // 16) * 16
+        padded.append(cupy.full(lines * padded_pitch, 0xFF, dtype=cupy.uint8))
+        pads.append(planning.padding(lines, width, pitch, padded_pitch, lines * padded_pitch))
+    pad_rows(planning.plan_pad_launch(tuple(pads), 0),
+             tuple(s.data.ptr + o[3] for s, o in zip(sources, operands, strict=True)),
+             tuple(p.data.ptr for p in padded), cupy.cuda.get_current_stream().ptr)
+    for source, target, (lines, width, pitch, offset) in zip(sources, padded, operands,
+                                                             strict=True):
+        expected = source[offset:offset + lines * pitch].reshape(lines, pitch)[:, :width]
+        got = target.reshape(lines, -1)[:, :width]
+        assert bool((got == expected).all())
 
 
 @gpu

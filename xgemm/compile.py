@@ -93,10 +93,12 @@ def pad_source() -> str:
 
 @functools.cache
 def pad_kernel(device: int):
-    """The compiled kernel that copies an operand's lines into lines padded to 16 bytes
-    for TMA (``kernels/copy/pad_rows.cu.j2``), for GPU ``device`` (cached per device).
-    Arguments: source, padded (pointers), their pitches (bytes, long long), a line's
-    bytes (int) and the 16-byte chunks of padded lines to write (unsigned, below 2^31).
+    """The compiled kernel that copies one or two operands' lines into lines padded to 16
+    bytes for TMA (``kernels/copy/pad_rows.cu.j2``), for GPU ``device`` (cached per
+    device). Arguments, for the first operand and the second: source and padded
+    (pointers), their pitches (bytes, long long), a line's bytes (int) and the 16-byte
+    chunks of padded lines to write (unsigned, below 2^31); then the first's blocks
+    (``xgemm.plan.plan_pad_launch``).
 
     >>> kernel = pad_kernel(0)  # doctest: +SKIP
     """

@@ -273,14 +273,17 @@ def enqueue(launch: tuple, args: Arguments, stream_ptr: int) -> None:
             raise RuntimeError(f"cuLaunchKernel refused the launch: {again}") from None
 
 
-def pad_rows(pad: Any, source: int, target: int, stream_ptr: int) -> None:
-    """Queue ``pad`` (``xgemm.plan.Pad``), the copy of an operand at device address
-    ``source`` into lines padded for TMA at ``target``, on the stream at ``stream_ptr``:
-    one launch of the pad kernel (``kernels/copy/pad_rows.cu.j2``). Its arguments are
-    built once per pair of addresses (a loop's copies reuse the pool's blocks)."""
-    args = _remembered(pad.recent_args, (source, target),
-                       lambda: Arguments([source, target, *pad.sizes]))
-    enqueue(pad.launch, args, stream_ptr)
+def pad_rows(pads: Any, sources: tuple[int, ...], targets: tuple[int, ...],
+             stream_ptr: int) -> None:
+    """Queue ``pads`` (``xgemm.plan.PadLaunch``), the copies of one or two operands at
+    device addresses ``sources`` into lines padded for TMA at ``targets``, on the stream
+    at ``stream_ptr``: one launch of the pad kernel (``kernels/copy/pad_rows.cu.j2``). Its
+    arguments are built once per set of addresses (a loop's copies reuse the same
+    buffers)."""
+    args = _remembered(pads.recent_args, (sources, targets),
+                       lambda: Arguments([sources[0], targets[0], sources[-1], targets[-1],
+                                          *pads.sizes]))
+    enqueue(pads.launch, args, stream_ptr)
 
 
 @functools.cache
@@ -459,15 +462,16 @@ def _split_k(plan: Any, stream_ptr: int, keep: list) -> tuple[int, int]:
         return found[2].ptr, found[1]
 
 
-def _copy_buffer(plan: Any, name: str, nbytes: int, stream_ptr: int, keep: list) -> int:
+def _copy_buffer(plan: Any, name: str, nbytes: int, stream_ptr: int, keep: list,
+                 capturing: bool) -> int:
     """Where a call's transposed or padded copy of operand ``name`` goes: up to
     ``KEPT_WORKSPACE_BYTES``, one buffer per GPU, stream, thread and operand that every
     plan shares, as split-K's partials are (calls on one stream run in turn, so the next
     call's copy is written after this call's product has read it), and the call
     allocates nothing; a larger copy is the call's own (in ``keep``). While a CUDA graph
     is being captured, the copy is made for the call and kept with the plan, as every
-    replay writes it."""
-    capturing = _capturing(stream_ptr)
+    replay writes it. ``capturing``: whether the stream is being captured (``_capturing``:
+    asked once a call)."""
     if nbytes <= KEPT_WORKSPACE_BYTES and not capturing:
         key = (plan.device, stream_ptr, threading.get_ident(), name)
         buffer = _workspaces.get(key) or _workspaces.setdefault(key, _Workspace())
@@ -492,10 +496,14 @@ def _enqueued(plan: Any, a: Any, b: Any, target: Any, bias: Any, alpha: float, b
     """Make this call's arrays, queue its launches on ``stream_ptr``; the result."""
     keep = []  # this call's own arrays, alive until their kernels are queued
     torch_arrays = plan.framework == "torch"
-    ptr_a = (_copy_pointer(plan, plan.a, a, keep, stream_ptr) if plan.a.copied
-             else a.data_ptr() if torch_arrays else a.data.ptr)
-    ptr_b = (_copy_pointer(plan, plan.b, b, keep, stream_ptr) if plan.b.copied
-             else b.data_ptr() if torch_arrays else b.data.ptr)
+    ptr_a = a.data_ptr() if torch_arrays else a.data.ptr
+    ptr_b = b.data_ptr() if torch_arrays else b.data.ptr
+    if plan.pad_launch is not None:
+        ptr_a, ptr_b = _padded(plan, ptr_a, ptr_b, a.itemsize, keep, stream_ptr)
+    if plan.a.copied and plan.a.pad is None:
+        ptr_a = _copy_pointer(plan, plan.a, a, keep, stream_ptr)
+    if plan.b.copied and plan.b.pad is None:
+        ptr_b = _copy_pointer(plan, plan.b, b, keep, stream_ptr)
     staging = view = None
     if plan.output == "new":
         # Made in the result's shape: a fresh C-ordered array is the same bytes as the
@@ -599,21 +607,33 @@ def _extra(ptrs: tuple[int, ...], source: int, offset: int, geometry: tuple | No
     return tensor_map(ptrs[source] + offset, *geometry)
 
 
+def _padded(plan: Any, ptr_a: int, ptr_b: int, itemsize: int, keep: list, stream_ptr: int
+            ) -> tuple[int, int]:
+    """The addresses the kernel reads A and B at, for a plan that pads one or both for
+    TMA by the pad kernel: their padded copies', queued in one launch."""
+    capturing = _capturing(stream_ptr)
+    sources, targets, ptrs = [], [], [ptr_a, ptr_b]
+    for i, prep in enumerate((plan.a, plan.b)):
+        if prep.pad is not None:
+            sources.append(ptrs[i])
+            ptrs[i] = _copy_buffer(plan, prep.name, prep.pad.elements * itemsize, stream_ptr,
+                                   keep, capturing)
+            targets.append(ptrs[i])
+    pad_rows(plan.pad_launch, tuple(sources), tuple(targets), stream_ptr)
+    return ptrs[0], ptrs[1]
+
+
 def _copy_pointer(plan: Any, prep: Any, x: Any, keep: list, stream_ptr: int) -> int:
     """The address of this call's copy of operand ``x``, for a plan that says it must be
-    copied, padded or transposed into its fast layout (kept alive in ``keep``)."""
+    copied or transposed into its fast layout, or padded where the pad kernel cannot
+    (kept alive in ``keep``)."""
     if prep.transpose is not None:
         t = prep.transpose
         address = _copy_buffer(plan, prep.name, math.prod(t.shape) * t.dtype.itemsize,
-                               stream_ptr, keep)
+                               stream_ptr, keep, _capturing(stream_ptr))
         args = _remembered(t.recent_args, (pointer(x), address),
                            lambda: Arguments([pointer(x), address, *t.sizes]))
         enqueue(t.launch, args, stream_ptr)
-        return address
-    if prep.pad is not None:
-        address = _copy_buffer(plan, prep.name, prep.pad.elements * x.itemsize, stream_ptr,
-                               keep)
-        pad_rows(prep.pad, pointer(x), address, stream_ptr)
         return address
     full, layout, _ = ready_operand(prep.matrices(to_cupy(x)), prep.full_shape, prep.layouts,
                                     prep.name, prep.variant, prep.relayout)

@@ -197,39 +197,64 @@ class Transpose:
 @dataclass(frozen=True)
 class Pad:
     """How a call copies an operand whose rows TMA cannot read into rows padded to 16
-    bytes: one launch of the pad kernel (``xgemm.launch.pad_rows``) over ``height`` lines
-    of ``width`` bytes, ``src_pitch`` apart in the operand, ``dst_pitch`` apart in a fresh
-    array of ``elements`` values (a batch whose matrices follow one another is one run of
-    lines; a broadcast one is padded once)."""
+    bytes: ``height`` lines of ``width`` bytes, ``src_pitch`` apart in the operand,
+    ``dst_pitch`` apart in a fresh array of ``elements`` values (a batch whose matrices
+    follow one another is one run of lines; a broadcast one is padded once), in
+    ``chunks`` 16-byte chunks. The plan's :class:`PadLaunch` copies it."""
 
     height: int
     width: int
     src_pitch: int
     dst_pitch: int
     elements: int
-    launch: tuple                   # the kernel, grid, block (``xgemm.launch.geometry``)
-    sizes: tuple                    # pitches, width, chunks: packed once
-    recent_args: dict = field(default_factory=dict, compare=False, repr=False)
+    chunks: int
 
 
-def padding(height: int, width: int, src_pitch: int, dst_pitch: int, elements: int,
-            device: int) -> Pad | None:
+def padding(height: int, width: int, src_pitch: int, dst_pitch: int, elements: int
+            ) -> Pad | None:
     """The pad kernel's copy of ``height`` lines of ``width`` bytes, ``src_pitch`` apart,
-    into lines ``dst_pitch`` apart (a multiple of 16) on GPU ``device``; None where its
-    16-byte chunks are too many for the kernel's 32-bit count (2^31: 32 GiB).
+    into lines ``dst_pitch`` apart (a multiple of 16); None where its 16-byte chunks are
+    too many for the kernel's 32-bit count (2^31: 32 GiB).
 
-    >>> pad = padding(3, 10, 10, 16, 24, device=0)  # doctest: +SKIP
-    >>> pad.launch[1:4]  # doctest: +SKIP
-    (1, 1, 1)
+    >>> padding(3, 10, 10, 16, 24).chunks
+    3
     """
     chunks = cdiv(width, 16) * height
     if chunks >= 2**31 or dst_pitch % 16:
         return None
-    blocks = max(1, min(cdiv(chunks, PAD_THREADS * PAD_UNROLL),
-                        4 * gpu.multiprocessors(device)))
-    return Pad(height, width, src_pitch, dst_pitch, elements,
-               geometry(pad_kernel(device).kernel, (blocks,), (PAD_THREADS,), 0),
-               packed("qqiI", (src_pitch, dst_pitch, width, chunks)))
+    return Pad(height, width, src_pitch, dst_pitch, elements, chunks)
+
+
+@dataclass(frozen=True)
+class PadLaunch:
+    """One launch of the pad kernel (``kernels/copy/pad_rows.cu.j2``) that copies one
+    operand's or both operands' ``pads`` (``xgemm.launch.pad_rows``)."""
+
+    pads: tuple[Pad, ...]
+    launch: tuple                   # the kernel, grid, block (``xgemm.launch.geometry``)
+    sizes: tuple                    # pitches, widths, chunks, the first's blocks: packed once
+    recent_args: dict = field(default_factory=dict, compare=False, repr=False)
+
+
+def plan_pad_launch(pads: tuple[Pad, ...], device: int) -> PadLaunch:
+    """The launch that copies ``pads`` (one or two) on GPU ``device``: each gets blocks
+    for its chunks, at most four an SM.
+
+    >>> one = padding(3, 10, 10, 16, 24)
+    >>> plan_pad_launch((one, one), device=0).launch[1]  # doctest: +SKIP
+    2
+    """
+    if not 1 <= len(pads) <= 2:
+        raise ValueError(f"the pad kernel copies one or two operands, not {len(pads)}")
+    blocks = [max(1, min(cdiv(p.chunks, PAD_THREADS * PAD_UNROLL),
+                         4 * gpu.multiprocessors(device))) for p in pads]
+    first, second = pads[0], pads[-1]  # one operand: the second's arguments go unread
+    return PadLaunch(pads, geometry(pad_kernel(device).kernel, (sum(blocks),),
+                                    (PAD_THREADS,), 0),
+                     packed("qqqqiiIII", (first.src_pitch, first.dst_pitch,
+                                          second.src_pitch, second.dst_pitch, first.width,
+                                          second.width, first.chunks, second.chunks,
+                                          blocks[0])))
 
 
 @dataclass(frozen=True)
@@ -291,6 +316,8 @@ class Plan:
     output: str                     # "new", "in_place" or "staging"
     read_c: bool
     copy_bias: bool
+    # the one launch that pads A, B or both for TMA (their ``pad``), where either has one
+    pad_launch: PadLaunch | None = None
     contenders: tuple = ()          # auto's (variant, parameters) for autotuning to time
     block: tuple[int, ...] = ()
     shared_mem: int = 0
@@ -908,8 +935,7 @@ def _lay_out(a: cupy.ndarray, b: cupy.ndarray, v: Variant | None, params: dict[s
             if padded:  # TMA reads 16-byte aligned rows: pad the rows of one that has none
                 source = layout
                 full, layout = tma_padded(full, layout)
-                pad = None if copied else _pad_of(full_shape, source, layout, full.itemsize,
-                                                  device)
+                pad = None if copied else _pad_of(full_shape, source, layout, full.itemsize)
         operands.append((OperandPlan(name, v.name, vec, full_shape, layouts, layout,
                                      copied or padded or transpose is not None, padded,
                                      transpose, pad, relayout,
@@ -954,9 +980,11 @@ def _lay_out(a: cupy.ndarray, b: cupy.ndarray, v: Variant | None, params: dict[s
                 _flags(v, (full_a, full_b, full_c), (plan_a.layout, plan_b.layout, layout_c),
                        shapes),
                 out_dtype=None if c_dtype == default_output(dtype) else c_dtype, **spec_extras)
+    pads = tuple(x.pad for x in (plan_a, plan_b) if x.pad is not None)
     plan = Plan(v, p, spec, device, kind, shapes, plan_a, plan_b, layout_c, output, read_c,
                 copy_bias=bias is not None and bias.strides[0] != bias.itemsize
-                and bias.size > 1, contenders=listed)
+                and bias.size > 1, pad_launch=plan_pad_launch(pads, device) if pads else None,
+                contenders=listed)
     plan.c_dtype_np = full_c.dtype
     plan.scaled = "scale_a" in v.extra_args
     if kind == "torch":
@@ -1087,8 +1115,8 @@ def _transposed(x: cupy.ndarray, layout: Layout, device: int
         packed("iii", (rows, cols, layout.ld)))
 
 
-def _pad_of(full_shape: tuple[int, ...], source: Layout, padded: Layout, itemsize: int,
-            device: int) -> Pad | None:
+def _pad_of(full_shape: tuple[int, ...], source: Layout, padded: Layout, itemsize: int
+            ) -> Pad | None:
     """The pad kernel's copy of an operand of ``full_shape`` read in place in ``source``
     into ``padded`` (``tma_padded``'s layout), or None where its batch is neither
     broadcast nor one run of evenly spaced lines (each call then pads through CuPy)."""
@@ -1098,7 +1126,7 @@ def _pad_of(full_shape: tuple[int, ...], source: Layout, padded: Layout, itemsiz
     if source.ld < inner or count > 1 and source.batch_stride != source.ld * outer:
         return None
     return padding(count * outer, inner * itemsize, source.ld * itemsize,
-                   padded.ld * itemsize, count * outer * padded.ld, device)
+                   padded.ld * itemsize, count * outer * padded.ld)
 
 
 def _extra_arg(arg: str, v: Variant, p: dict[str, int], shapes: Shapes, arrays: tuple,
