@@ -132,6 +132,10 @@ def _parser() -> argparse.ArgumentParser:
                                 "suite files' padded times include, where a faster copy has "
                                 "replaced it since: candidates are fitted with these, and the "
                                 "calibration prices copies with --copies'")
+    calibrate.add_argument("--host",
+                           help="the host's time a call and a copy's launch adds, from this "
+                                "file, written by bench/host_costs.py (default: none: calls "
+                                "priced by their GPU time alone)")
 
     plot = sub.add_parser("plot", help="draw the figures from a saved --json")
     plot.add_argument("json", help="a file written by xgemm bench --json")
@@ -549,9 +553,13 @@ def _calibrate(args: argparse.Namespace) -> int:
     cal, errors = cost.fit(rows, machine.get("gpu", "unknown"),
                            machine.get("sm_count") or 132, bandwidth, copies=copies,
                            sampled_copies=sampled)
+    if args.host:
+        with open(args.host) as f:
+            host = json.load(f)
+        cal.call_host, cal.copy_host = host["call_host_us"] * 1e-6, host["copy_host_us"] * 1e-6
     data = cal.to_json()
     data["fitted_on"] = [os.path.basename(p) for p in
-                         (*args.json, args.copies, args.copies_sampled) if p]
+                         (*args.json, args.copies, args.copies_sampled, args.host) if p]
     data["rms_log_error"] = errors
     with open(args.out, "w") as f:
         json.dump(data, f, indent=1)

@@ -256,6 +256,16 @@ class Calibration:
     copy_penalty: float = 0.0
     #: Seconds a padded copy takes per line it copies, besides its bytes (``fit_copies``)
     copy_line: float = 0.0
+    #: The host's seconds a call takes with no copies (a plan-cache hit, PyTorch tensors),
+    #: and each launch of a copy (the pad kernel's one for both operands, a transpose's)
+    #: adds: a call queued behind others takes the longer of its GPU time and these.
+    #: Measured apart (``bench/host_floor.py``); 0: the GPU time alone.
+    call_host: float = 0.0
+    copy_host: float = 0.0
+    #: Whether both padded operands share one launch of the pad kernel, as a call pads
+    #: them; False while ``fit`` fits samples timed with a launch an operand (copies by
+    #: the driver, then a pad kernel an operand). Not saved: a call's are shared.
+    pads_share_launch: bool = True
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Calibration:
@@ -263,20 +273,35 @@ class Calibration:
                   for dt, entries in data["points"].items()}
         return cls(data["gpu"], data["sms"], data["bandwidth"], data["copy_launch"],
                    data["copy_bandwidth"], points, data.get("blocks", {}),
-                   data.get("copy_penalty", 0.0), data.get("copy_line", 0.0))
+                   data.get("copy_penalty", 0.0), data.get("copy_line", 0.0),
+                   data.get("call_host", 0.0), data.get("copy_host", 0.0))
 
     def copies(self, shape: Shape, choosing: bool = True) -> float:
         """Seconds of the copies ``shape``'s plan makes before its kernel (``choosing``:
-        with ``copy_penalty`` each)."""
+        with ``copy_penalty`` each launch)."""
         launch = self.copy_launch + (self.copy_penalty if choosing else 0.0)
         lines = sum(shape.padded_lines) * self.copy_line
-        return (sum(launch + b / self.copy_bandwidth for b in shape.padded) + lines
-                + sum(launch + 2 * b / self.bandwidth for b in shape.transposed))
+        pad_launches = min(len(shape.padded), 1) if self.pads_share_launch else len(shape.padded)
+        return (pad_launches * launch + sum(b / self.copy_bandwidth for b in shape.padded)
+                + lines + sum(launch + 2 * b / self.bandwidth for b in shape.transposed))
+
+    def host(self, shape: Shape) -> float:
+        """The host's seconds for a call of ``shape``'s plan: ``call_host``, and
+        ``copy_host`` for each launch of a copy (one pads both operands).
+
+        >>> cal = Calibration("gpu", 132, 3e12, 4e-6, 1e12, {}, call_host=15e-6,
+        ...                   copy_host=6e-6)
+        >>> round(cal.host(Shape(99, 99, 99, padded=(9, 9), transposed=(9,))) * 1e6)
+        27
+        """
+        launches = min(len(shape.padded), 1) + len(shape.transposed)
+        return self.call_host + launches * self.copy_host
 
     def to_json(self) -> dict[str, Any]:
         return {"gpu": self.gpu, "sms": self.sms, "bandwidth": self.bandwidth,
                 "copy_launch": self.copy_launch, "copy_bandwidth": self.copy_bandwidth,
                 "copy_penalty": self.copy_penalty, "copy_line": self.copy_line,
+                "call_host": self.call_host, "copy_host": self.copy_host,
                 "blocks": self.blocks,
                 "points": {dt: {key: {k: v for k, v in vars(c).items() if v is not None}
                                 for key, c in sorted(entries.items())}
@@ -350,15 +375,24 @@ def predict(c: Constants, w: Work, shape: Shape, cal: Calibration, choosing: boo
                                                             / cal.bandwidth), store)
 
 
+def call_time(gpu_seconds: float, shape: Shape) -> float:
+    """A call's seconds, queued behind others: the longer of its GPU time and the host's
+    (:meth:`Calibration.host`), which its copies' launches lengthen."""
+    return max(gpu_seconds, calibration().host(shape))
+
+
 def ranked(shapes: Iterable[tuple[Variant, Mapping[str, int], Shape]], dtype: str,
            sms: int | None = None, precision: str | None = None
-           ) -> list[tuple[float, Variant, dict[str, int]]]:
-    """(estimate, variant, parameters) for each candidate, cheapest first (stable: the
-    registry's order breaks ties)."""
-    found = [(estimate(v, p, dtype, s, sms, precision), i, v, dict(p))
-             for i, (v, p, s) in enumerate(shapes)]
-    found.sort(key=lambda x: (x[0], x[1]))
-    return [(t, v, p) for t, _, v, p in found if math.isfinite(t)]
+           ) -> list[tuple[float, float, Variant, dict[str, int]]]:
+    """(call time, GPU time, variant, parameters) for each candidate, cheapest first: by
+    :func:`call_time`, then by the GPU's time (where the host bounds several, the kernel
+    that leaves the GPU freer), then the registry's order."""
+    found = []
+    for i, (v, p, s) in enumerate(shapes):
+        t = estimate(v, p, dtype, s, sms, precision)
+        found.append((call_time(t, s), t, i, v, dict(p)))
+    found.sort(key=lambda x: x[:3])
+    return [(call, t, v, p) for call, t, _, v, p in found if math.isfinite(t)]
 
 
 def candidates(dtype: str, precision: str | None, cc: int) -> list[tuple[Variant, dict]]:
@@ -551,8 +585,8 @@ def fit_copies(samples: Iterable[tuple[int, int, float]]) -> tuple[float, float,
 
 def fit(rows: Iterable[Mapping[str, Any]], gpu: str, sms: int, bandwidth: float,
         min_samples: int = 6, copies: tuple[float, float, float] | None = None,
-        sampled_copies: tuple[float, float, float] | None = None
-        ) -> tuple[Calibration, dict]:
+        sampled_copies: tuple[float, float, float] | None = None,
+        rows_share_pad_launch: bool | None = None) -> tuple[Calibration, dict]:
     """A calibration from suite rows with every candidate timed: first the copies'
     constants (``copies``: launch, bandwidth and time a line, measured apart by
     ``fit_copies``; else fitted on the candidate with the most samples that pad an
@@ -561,11 +595,16 @@ def fit(rows: Iterable[Mapping[str, Any]], gpu: str, sms: int, bandwidth: float,
     key and candidate, the fit's RMS log error. ``sampled_copies``: the constants of the
     copy the rows' padded times include, where a faster one has replaced it since (the
     rows are not timed again): the candidates and the copy penalty are fitted with
-    those, and the calibration returned prices copies with ``copies``."""
+    those, and the calibration returned prices copies with ``copies``.
+    ``rows_share_pad_launch``: whether the rows' padded times paid one launch for both
+    operands, as a call now does (default: unless ``sampled_copies`` says the rows paid
+    an older copy, a launch an operand); the calibration returned prices them so."""
     rows = list(rows)
     blocks = occupancies(rows)
     by_point = samples_of(rows, sms, blocks)
     cal = Calibration(gpu, sms, bandwidth, 3e-6, bandwidth / 4, {}, blocks)
+    cal.pads_share_launch = (sampled_copies is None if rows_share_pad_launch is None
+                             else rows_share_pad_launch)
     if sampled_copies is not None and copies is None:
         raise ValueError("sampled_copies says what the rows' copies cost: pass copies too")
     if copies is not None:
@@ -597,6 +636,7 @@ def fit(rows: Iterable[Mapping[str, Any]], gpu: str, sms: int, bandwidth: float,
         rows, dataclasses.replace(cal, copy_penalty=penalty))[0])
     if copies is not None:
         cal.copy_launch, cal.copy_bandwidth, cal.copy_line = copies
+    cal.pads_share_launch = True
     return cal, errors
 
 

@@ -760,9 +760,11 @@ def _choose(mats: tuple, layouts: list, shapes: Shapes, dtype: str, device: int,
         sms = gpu.multiprocessors(device)
         rule = _priced_copies(v, p, mats, layouts, read, copyable, shapes, sms)
         ruled = cost.estimate_near(v, p, dtype, rule, sms, precision)
-        t, best, best_p = modelled[0]
+        ruled_call = cost.call_time(ruled, rule)
+        call, t, best, best_p = modelled[0]
         margin = MODEL_MARGIN if shapes.count == 1 else BATCH_MODEL_MARGIN
-        if t * (1 + margin) < ruled:
+        # faster a call, or as fast (the host bounds both) and faster on the GPU
+        if call * (1 + margin) < ruled_call or call <= ruled_call and t * (1 + margin) < ruled:
             return best, best.resolve(best_p, dtype)
     return v, p
 
@@ -823,8 +825,8 @@ def _contenders(mats: tuple, layouts: list, shapes: Shapes, dtype: str, device: 
         return ()
     v, p, _, read, copyable = _ruled(mats, layouts, shapes, dtype, device, precision)
     chosen = [(v, p)]
-    for _, other, q in _ranked(mats, layouts, read, copyable, shapes, dtype, device,
-                               precision):
+    for _, _, other, q in _ranked(mats, layouts, read, copyable, shapes, dtype, device,
+                                  precision):
         q = other.resolve(q, dtype)
         if len(chosen) > count:
             break
@@ -857,10 +859,10 @@ def _priced_copies(v: Variant, p: dict[str, int], mats: tuple, layouts: list, re
 
 def _ranked(mats: tuple, layouts: list, read: list, copyable: list, shapes: Shapes,
               dtype: str, device: int, precision: str | None
-              ) -> list[tuple[float, Variant, dict[str, int]]]:
-    """(estimate, variant, parameters) of every candidate the cost model can price here,
-    cheapest first, each read as its plan would: in place, transposed first where its
-    ``transpose_first`` says so, padded where TMA cannot read a row."""
+              ) -> list[tuple[float, float, Variant, dict[str, int]]]:
+    """(call time, GPU time, variant, parameters) of every candidate the cost model can
+    price here, cheapest first, each read as its plan would: in place, transposed first
+    where its ``transpose_first`` says so, padded where TMA cannot read a row."""
     cc, sms, props = (gpu.compute_capability(device), gpu.multiprocessors(device),
                       gpu.properties(device))
     m, n, k, count = shapes.m, shapes.n, shapes.k, shapes.count
