@@ -263,3 +263,20 @@ def test_published_random_rows_were_picked_by_the_shipped_model(path, monkeypatc
         if row["params"].get("TMA_STORE") == 2:  # and the stages that leave room to stage them
             planned["STAGES"] = p.get("STAGES")
         assert (v.name, p) == (row["variant"], {k: planned[k] for k in row["params"]}), row["case"]
+
+
+def test_a_call_is_priced_at_the_longer_of_its_gpu_and_host_time(monkeypatch):
+    """A call queued behind others takes the longer of its GPU time and the host's, which
+    each copy launch lengthens (one launch pads both operands); where the host bounds
+    every candidate, the faster kernel ranks first."""
+    cal = dataclasses.replace(cost.calibration(), call_host=20e-6, copy_host=7e-6)
+    monkeypatch.setattr(cost, "calibration", lambda: cal)
+    both = Shape(747, 3426, 75, layout="NT", padded=(112050, 513900), padded_lines=(747, 3426))
+    assert cost.call_time(1e-6, both) == pytest.approx(27e-6)
+    assert cost.call_time(1e-3, both) == 1e-3
+    assert cost.call_time(1e-6, Shape(99, 99, 99, transposed=(9,))) == pytest.approx(27e-6)
+    monkeypatch.setattr(cost, "calibration", lambda: dataclasses.replace(cal, call_host=1.0))
+    ranked = cost.ranked(((v, p, Shape(64, 64, 64)) for v, p in cost.candidates(
+        "float16", None, 90)), "float16")
+    assert len(ranked) > 3 and {call for call, *_ in ranked} == {1.0}
+    assert [t for _, t, _, _ in ranked] == sorted(t for _, t, _, _ in ranked)

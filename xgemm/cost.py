@@ -46,7 +46,10 @@ the copy engine stores has no such bound (DRAM's is its own).
 A copy the plan makes costs ``copy_launch`` and its bytes: an operand padded for TMA
 (the pad kernel, ``kernels/copy/pad_rows.cu.j2``) at ``copy_bandwidth`` plus ``copy_line``
 a line (narrow lines copy slowly), one transposed into the layout a rung reads fastest
-(xgemm's transpose kernel) read and written at DRAM's.
+(xgemm's transpose kernel) read and written at DRAM's; both padded operands share one
+launch. ``auto`` ranks candidates by a call's time (:func:`call_time`): the longer of
+that and the host's, ``call_host`` plus ``copy_host`` a copy launch, since calls queued
+back to back run at the pace of the slower of the two.
 
 The constants come from ``xgemm calibrate`` (:func:`fit` on every candidate's time on a
 seeded random sample of shapes, ``xgemm.generalisation``); the H100's ship with the
@@ -259,7 +262,7 @@ class Calibration:
     #: The host's seconds a call takes with no copies (a plan-cache hit, PyTorch tensors),
     #: and each launch of a copy (the pad kernel's one for both operands, a transpose's)
     #: adds: a call queued behind others takes the longer of its GPU time and these.
-    #: Measured apart (``bench/host_floor.py``); 0: the GPU time alone.
+    #: Measured apart (``bench/host_costs.py``); 0: the GPU time alone.
     call_host: float = 0.0
     copy_host: float = 0.0
     #: Whether both padded operands share one launch of the pad kernel, as a call pads
