@@ -210,6 +210,8 @@ class Work:
     #: K steps a block walks in all, where that is not ``tiles_per_block`` x ``steps``:
     #: rung 25, whose last round's tiles are cut into pieces of their steps
     block_steps: int | None = None
+    #: the pieces rung 25 cuts each of the last round's tiles into (1: none)
+    pieces: int = 1
 
     @property
     def walked(self) -> int:
@@ -241,19 +243,21 @@ def work(v: Variant, params: Mapping[str, int], dtype: str, shape: Shape, sms: i
     dram = shape.batch * (shape.m + shape.n) * shape.k * item + out * item
     if splits > 1:
         dram += 2 * splits * out * (8 if dtype == "float64" else 4)
-    tiles_per_block, block_steps = cdiv(tiles, blocks), None
+    tiles_per_block, block_steps, pieces = cdiv(tiles, blocks), None, 1
     if v.cuts_last_round and steps:  # a product's blocks take its tiles
         per_grid = max(1, grid[0] * grid[1])
         whole, rest = divmod(per_product, per_grid)
         pieces = last_round_splits(rest, per_grid, steps) if rest else 1
         per_block = cdiv(rest * pieces, per_grid)  # of the last round's pieces
         tiles_per_block = whole + per_block
-        block_steps = whole * steps + per_block * cdiv(steps, pieces)
+        # the last piece of a tile in reads every other piece's sums, each about what a
+        # step's wgmmas take (the kernel's header), after its own steps
+        block_steps = whole * steps + per_block * cdiv(steps, pieces) + pieces - 1
         if pieces > 1:  # each piece's partial sums, written and read back
             dram += 2 * shape.batch * rest * pieces * bm * bn * 4
     return Work(tiles, blocks, tiles_per_block, rounds, sharing, last_sharing, steps,
                 min(steps, params.get("STAGES", 0)), dram, out * item,
-                bool(params.get("TMA_STORE")), ragged(v, shape, item), block_steps)
+                bool(params.get("TMA_STORE")), ragged(v, shape, item), block_steps, pieces)
 
 
 def last_round_splits(rest: int, blocks: int, per_tile: int) -> int:
@@ -375,6 +379,8 @@ def estimate(v: Variant, params: Mapping[str, int], dtype: str, shape: Shape,
         w = work(v, params, dtype, shape, sms or cal.sms)
     except ValueError:  # a grid over the GPU's limits
         return math.inf
+    if v.cuts_last_round and w.pieces == 1:
+        return math.inf  # nothing to cut: rung 14's kernel and tiles, with a workspace
     return predict(c, w, shape, cal)
 
 
