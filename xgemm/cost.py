@@ -207,16 +207,6 @@ class Work:
     tma_store: bool = False
     #: the rung runs its narrow path here (:func:`ragged`): C costs ``ragged_store`` a byte
     ragged: bool = False
-    #: K steps a block walks in all, where that is not ``tiles_per_block`` x ``steps``:
-    #: rung 25, whose last round's tiles are cut into pieces of their steps
-    block_steps: int | None = None
-    #: the pieces rung 25 cuts each of the last round's tiles into (1: none)
-    pieces: int = 1
-
-    @property
-    def walked(self) -> int:
-        """K steps a block walks in all."""
-        return self.tiles_per_block * self.steps if self.block_steps is None else self.block_steps
 
 
 def work(v: Variant, params: Mapping[str, int], dtype: str, shape: Shape, sms: int,
@@ -243,37 +233,9 @@ def work(v: Variant, params: Mapping[str, int], dtype: str, shape: Shape, sms: i
     dram = shape.batch * (shape.m + shape.n) * shape.k * item + out * item
     if splits > 1:
         dram += 2 * splits * out * (8 if dtype == "float64" else 4)
-    tiles_per_block, block_steps, pieces = cdiv(tiles, blocks), None, 1
-    if v.cuts_last_round and steps:  # a product's blocks take its tiles
-        per_grid = max(1, grid[0] * grid[1])
-        whole, rest = divmod(per_product, per_grid)
-        pieces = last_round_splits(rest, per_grid, steps) if rest else 1
-        per_block = cdiv(rest * pieces, per_grid)  # of the last round's pieces
-        tiles_per_block = whole + per_block
-        # the last piece of a tile in reads every other piece's sums, each about what a
-        # step's wgmmas take (the kernel's header), after its own steps
-        block_steps = whole * steps + per_block * cdiv(steps, pieces) + pieces - 1
-        if pieces > 1:  # each piece's partial sums, written and read back
-            dram += 2 * shape.batch * rest * pieces * bm * bn * 4
-    return Work(tiles, blocks, tiles_per_block, rounds, sharing, last_sharing, steps,
+    return Work(tiles, blocks, cdiv(tiles, blocks), rounds, sharing, last_sharing, steps,
                 min(steps, params.get("STAGES", 0)), dram, out * item,
-                bool(params.get("TMA_STORE")), ragged(v, shape, item), block_steps, pieces)
-
-
-def last_round_splits(rest: int, blocks: int, per_tile: int) -> int:
-    """The pieces rung 25 cuts each of the last round's ``rest`` tiles into, for
-    ``blocks`` blocks and ``per_tile`` K steps a tile: its kernel's ``splits_for``
-    (``kernels/gemm/25_wgmma_last_round.cu.j2``), whose header's example this is.
-
-    >>> last_round_splits(32, 132, 56)
-    4
-    """
-    best, splits = 1, 2
-    while rest * splits <= 2 * blocks and per_tile // splits >= splits:
-        if cdiv(rest * splits, blocks) * best < cdiv(rest * best, blocks) * splits:
-            best = splits
-        splits += 1
-    return best
+                bool(params.get("TMA_STORE")), ragged(v, shape, item))
 
 
 # -- the constants ----------------------------------------------------------------------------
@@ -379,8 +341,6 @@ def estimate(v: Variant, params: Mapping[str, int], dtype: str, shape: Shape,
         w = work(v, params, dtype, shape, sms or cal.sms)
     except ValueError:  # a grid over the GPU's limits
         return math.inf
-    if v.cuts_last_round and w.pieces == 1:
-        return math.inf  # nothing to cut: rung 14's kernel and tiles, with a workspace
     return predict(c, w, shape, cal)
 
 
@@ -408,8 +368,8 @@ def predict(c: Constants, w: Work, shape: Shape, cal: Calibration, choosing: boo
             ) -> float:
     """The model's formula (the module's text) for counted work ``w``."""
     full = c.step_for(shape.layout)
-    walk = w.walked * ((w.rounds - 1) * max(w.sharing * full, c.latency)
-                       + max(w.last_sharing * full, c.latency))
+    walk = w.tiles_per_block * w.steps * ((w.rounds - 1) * max(w.sharing * full, c.latency)
+                                          + max(w.last_sharing * full, c.latency))
     compute = w.rounds * w.tiles_per_block * (c.tile + w.fill_steps * c.fill) + walk
     if w.ragged:
         compute += w.c_bytes * c.ragged_store
@@ -497,7 +457,7 @@ def fit_point(samples: Sequence[Sample], cal: Calibration, grid: Sequence[float]
     sharing = np.array([w.sharing for w, _, _ in samples], dtype=float)
     last_sharing = np.array([w.last_sharing for w, _, _ in samples], dtype=float)
     rounds = np.array([w.rounds for w, _, _ in samples], dtype=float)
-    walked = np.array([w.walked for w, _, _ in samples], dtype=float)
+    walked = np.array([w.tiles_per_block * w.steps for w, _, _ in samples], dtype=float)
     tiles = np.array([w.rounds * w.tiles_per_block for w, _, _ in samples], dtype=float)
     fills = tiles * np.array([w.fill_steps for w, _, _ in samples], dtype=float)
     ragged = np.array([w.c_bytes * w.ragged for w, _, _ in samples], dtype=float)

@@ -718,7 +718,6 @@ LAST_ROUND = dict(
     # many products share them
     partial_sums="2 * max(1, SMS // BATCH) * BM * BN",
     counters="CONSUMERS",  # each consumer warpgroup counts its rows of a tile in
-    cuts_last_round=True,
 )
 
 register(Variant(
@@ -730,8 +729,6 @@ register(Variant(
                     "TMA_STORE": 1},
        "space": {"BM": [128, 256], "BN": [128, 256], "CONSUMERS": [2], "STAGES": [3, 4],
                  "GROUP": [8], "TMA_STORE": [0, 1]},
-       # rung 14's two large tiles: the products of several rounds whose last is ragged
-       "candidates": [{}, {"BN": 128}],
        "extra_args": ("tensor_map_a", "tensor_map_b", "tensor_map_c", "partials", "arrivals")},
 ))
 

@@ -271,9 +271,6 @@ class Variant:
     #: The tile of C one block computes and the K it takes a step: rows, columns, depth,
     #: as expressions over the parameters and BYTES (the cost model's unit of work).
     tile_shape: tuple[str, str, str] = ("BM", "BN", "BK")
-    #: Its persistent blocks cut the last, ragged round of tiles along K into pieces
-    #: that fill the SMs (rung 25): the cost model counts that round in pieces.
-    cuts_last_round: bool = False
     kernel_name: str = field(init=False)
     _resolved: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
