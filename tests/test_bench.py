@@ -128,9 +128,11 @@ def test_cli_rejects_bad_arguments(capsys):
     with pytest.raises(SystemExit):
         cli.main(["bench", "--dtype", "int8", "--sizes", "128"])
     assert "--dtype int8 is for --suite random" in capsys.readouterr().err
-    with pytest.raises(SystemExit):
-        cli.main(["bench", "--suite", "random", "--multiple", "0"])
-    assert "--multiple 0: give a positive multiple" in capsys.readouterr().err
+    for flag, said in (("--multiple", "--multiple 0: give a positive multiple"),
+                       ("--max-m", "--max-m 0: give a positive count of rows")):
+        with pytest.raises(SystemExit):
+            cli.main(["bench", "--suite", "random", flag, "0"])
+        assert said in capsys.readouterr().err
 
 
 @pytest.mark.gpu

@@ -74,6 +74,9 @@ def _parser() -> argparse.ArgumentParser:
     bench.add_argument("--max-k", type=int, default=None,
                        help="--suite random: draw K from 1 to this (a stratum of tiny-K "
                             "shapes for calibration: 16)")
+    bench.add_argument("--max-m", type=int, default=None,
+                       help="--suite random: draw M from 1 to this, unrounded (a stratum of "
+                            "few rows for calibration: 16)")
     bench.add_argument("--multiple", type=int, default=1,
                        help="--suite random: round M, N and K up to multiples of this (a "
                             "stratum of aligned shapes for calibration: 16)")
@@ -345,16 +348,18 @@ def _bench_generalisation(args: argparse.Namespace) -> int:
     if args.family or args.sizes or args.shapes or args.variants or args.overhead \
             or args.csv or args.plot or args.roofline:
         _usage_error(f"--suite {args.suite} draws its own cases; it takes --dtype, "
-                     "--precision, --seed, --count, --min-dim, --max-k, --multiple, --no-regret, "
-                     "--repeat and --json")
+                     "--precision, --seed, --count, --min-dim, --max-k, --max-m, --multiple, "
+                     "--no-regret, --repeat and --json")
     part = "tf32" if args.precision == "tf32" else args.dtype
     if part in ("float8", "int8") and (args.suite != "random" or args.precision
                                        or args.min_dim != 1 or args.max_k is not None
-                                       or args.multiple != 1):
+                                       or args.max_m is not None or args.multiple != 1):
         _usage_error(f"--dtype {part} runs --suite random only, without --precision, "
-                     "--min-dim, --max-k or --multiple")
+                     "--min-dim, --max-k, --max-m or --multiple")
     if args.multiple < 1:
         _usage_error(f"--multiple {args.multiple}: give a positive multiple (1: as drawn)")
+    if args.max_m is not None and args.max_m < 1:
+        _usage_error(f"--max-m {args.max_m}: give a positive count of rows")
     os.environ["CUPY_TF32"] = "1" if part == "tf32" else "0"
     if not _need_gpu("bench"):
         return 2
@@ -364,7 +369,8 @@ def _bench_generalisation(args: argparse.Namespace) -> int:
         cases, seed = generalisation.eight_bit_cases(args.seed, args.count), args.seed
     elif args.suite == "random":
         cases = generalisation.random_cases(args.seed, args.count, min_dim=args.min_dim,
-                                            max_k=args.max_k, multiple=args.multiple)
+                                            max_k=args.max_k, multiple=args.multiple,
+                                            max_m=args.max_m)
         seed = args.seed
     else:
         cases, seed = generalisation.model_cases(), None

@@ -87,18 +87,22 @@ class Product:
 
 def random_cases(seed: int, count: int = 36, cap: int = FLOP_CAP, floor: int = FLOP_FLOOR,
                  max_dim: int = MAX_DIM, min_dim: int = 1, max_k: int | None = None,
-                 multiple: int = 1) -> list[Product]:
+                 multiple: int = 1, max_m: int | None = None) -> list[Product]:
     """``count`` products drawn with ``numpy.random.default_rng(seed)``: M, N and K
     log-uniform over [min_dim, max_dim] (rounded to the nearest integer; K over
     [1, max_k] where ``max_k`` is given: a stratum of tiny-K products for calibration),
     then rounded up to a ``multiple`` (16: a stratum of aligned products, as a model's
     are), a layout from RANDOM_LAYOUTS; a draw of more than ``cap`` or fewer than
-    ``floor`` floating-point operations is drawn again.
+    ``floor`` floating-point operations is drawn again. Where ``max_m`` is given, M is
+    drawn over [1, max_m] and left as drawn (a stratum of few rows: a decode step's
+    tokens, against a model's aligned N and K).
     The same seed gives the same sample on every machine.
 
     >>> random_cases(1, 2) == random_cases(1, 2)
     True
     >>> all(x % 16 == 0 for c in random_cases(1, 4, multiple=16) for x in (c.m, c.n, c.k))
+    True
+    >>> all(c.m <= 16 and c.n % 64 == 0 for c in random_cases(1, 4, multiple=64, max_m=16))
     True
     """
     import numpy as np
@@ -111,7 +115,11 @@ def random_cases(seed: int, count: int = 36, cap: int = FLOP_CAP, floor: int = F
             draw = rng.uniform(low, high, 3)
         else:
             draw = rng.uniform([low, low, 0.0], [high, high, math.log(max_k)])
+        if max_m is not None:
+            draw[0] = rng.uniform(0.0, math.log(max_m))
         m, n, k = (-(-int(round(math.exp(x))) // multiple) * multiple for x in draw)
+        if max_m is not None:
+            m = int(round(math.exp(draw[0])))
         layout = RANDOM_LAYOUTS[int(rng.integers(len(RANDOM_LAYOUTS)))]
         if floor <= 2 * m * n * k <= cap:
             cases.append(Product(m, n, k, layout))
