@@ -76,7 +76,7 @@ def _parser() -> argparse.ArgumentParser:
                             "shapes for calibration: 16)")
     bench.add_argument("--max-m", type=int, default=None,
                        help="--suite random: draw M from 1 to this, unrounded (a stratum of "
-                            "few rows for calibration: 16)")
+                            "few rows for calibration: 64, with --multiple 64)")
     bench.add_argument("--multiple", type=int, default=1,
                        help="--suite random: round M, N and K up to multiples of this (a "
                             "stratum of aligned shapes for calibration: 16)")
