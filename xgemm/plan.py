@@ -741,9 +741,9 @@ def _choose(mats: tuple, layouts: list, shapes: Shapes, dtype: str, device: int,
     model (``xgemm.cost``) then prices every candidate's call (the longer of its GPU time
     and the host's), and its cheapest replaces the rules' pick where its call should be
     faster by more than ``MODEL_MARGIN`` (a batch: ``BATCH_MODEL_MARGIN``), or as fast
-    and its kernel faster by that much: the rules' picks were measured on the shapes they were
-    written for, and the model is what knows the shapes the rules' thresholds were never
-    fitted to (few rows, tiny K, small products, operands TMA cannot read). 8-bit
+    and its kernel faster by that much: the rules' picks were measured on the shapes they
+    were written for, and the model is what knows the shapes the rules' thresholds were
+    never fitted to (few rows, tiny K, small products, operands TMA cannot read). 8-bit
     products take the rule alone, told whether a scale comes per row or column
     (``scale_vectors``)."""
     if dtype in EIGHT_BIT:  # one rung multiplies them, copying what is not K-major
