@@ -518,11 +518,12 @@ def samples_of(rows: Iterable[Mapping[str, Any]], sms: int,
             if cand.get("status") != "ok" or cand.get("timed") == "once":
                 continue
             v = get_variant(cand["variant"])
-            if point_key(v.name, cand["params"]) not in weighed(v.name, dtype):
+            point = point_key(v.name, cand["params"])
+            if point not in weighed(v.name, dtype):
                 continue
             shape = row_shape(row, batch, item, cand.get("copies", ()))
-            key = (dtype_key(dtype, precision), point_key(v.name, cand["params"]))
-            w = work(v, cand["params"], dtype, shape, sms, blocks.get(key[0], {}).get(key[1]))
+            key = (dtype_key(dtype, precision), point)
+            w = work(v, cand["params"], dtype, shape, sms, blocks.get(key[0], {}).get(point))
             found.setdefault(key, []).append((w, shape, cand["ms"] * 1e-3))
     return found
 
