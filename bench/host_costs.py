@@ -17,9 +17,9 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import time
 
 import torch
+from host_floor import per_call_us  # the same turns of calls, timed the same way
 
 import xgemm
 from xgemm import plan as planning
@@ -35,20 +35,6 @@ CASES = [
     (200, 200, 72, "NT", "float32", "pipelined"),
     (64, 64, 75, "NN", "bfloat16", "wgmma"), (64, 64, 75, "NT", "bfloat16", "wgmma"),
 ]
-
-
-def per_call_us(call, calls: int, rounds: int) -> float:
-    """Median over ``rounds`` of the host microseconds per call of ``calls`` in a row."""
-    times = []
-    for r in range(rounds + 1):
-        torch.cuda.synchronize()
-        start = time.perf_counter()
-        for _ in range(calls):
-            call()
-        if r:
-            times.append((time.perf_counter() - start) / calls * 1e6)
-    torch.cuda.synchronize()
-    return statistics.median(times)
 
 
 def operands(m: int, n: int, k: int, layout: str, dtype: torch.dtype):
