@@ -741,6 +741,17 @@ register(Variant(
        "extra_args": (*WGMMA_8BIT["extra_args"], "partials", "arrivals")},
 ))
 
+# Rung 26: rung 12 with C staged in shared memory (the ring's, or more where C's tile
+# with its rows' shifts outgrows it: four bytes a value covers a float32 C) and written a
+# whole 16-byte line at a time.
+register(Variant(
+    name="mma_staged_c",
+    adds="rung 12 with C's tile staged in shared memory, each row as it lies across C's"
+         " 16-byte lines, and written a whole aligned line a store at any alignment",
+    **{**MMA, "template": "gemm/26_mma_staged_c.cu.j2",
+       "smem_bytes": "max(BYTES * STAGES * BK * (BM + BN), 4 * BM * (BN + 8))"},
+))
+
 # -- The memory-bound families (xgemm.memory_bound): the lectures' other shared-memory kernels. --
 # Their yardstick is the device's copy bandwidth. Expressions use M and N for the rows and
 # columns of the input (a 1-D input of reverse: N; sum: N elements in each of M segments).
