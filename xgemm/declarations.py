@@ -746,6 +746,7 @@ register(Variant(
 # whole 16-byte line at a time.
 register(Variant(
     name="mma_staged_c",
+    candidates=[{}, {"BM": 64, "BN": 64, "WM": 32, "WN": 32}],  # rung 12's
     adds="rung 12 with C's tile staged in shared memory, each row as it lies across C's"
          " 16-byte lines, and written a whole aligned line a store at any alignment",
     **{**MMA, "template": "gemm/26_mma_staged_c.cu.j2",
