@@ -492,3 +492,28 @@ def test_pytorch_in_pytorch_out_on_pytorchs_stream(dtype):
     batch = torch.randn(3, 20, 128, device="cuda", dtype=t)
     got = xgemm.matmul(batch, w.T)
     assert isinstance(got, torch.Tensor) and got.shape == (3, 20, 64)
+
+
+@pytest.mark.parametrize("ranked, picked", [
+    # the cheapest candidate clears the margin by its call
+    ([(10e-6, 10e-6, "mma_staged_c"), (11e-6, 5e-6, "wgmma")], "mma_staged_c"),
+    # it does not; the next is as fast a call (host-bound) and far faster on the GPU
+    ([(23.5e-6, 23.5e-6, "mma_staged_c"), (24.0e-6, 15.9e-6, "wgmma")], "wgmma"),
+    # none clears it: a candidate slower a call than the rules' pick is not weighed
+    ([(23.5e-6, 23.5e-6, "mma_staged_c"), (26.0e-6, 9.0e-6, "wgmma")], "mma"),
+], ids=["cheapest", "next-on-the-gpu", "rules"])
+def test_auto_takes_the_cheapest_candidate_that_clears_the_margin(monkeypatch, ranked, picked):
+    # The rules pick mma, priced 25.2 us on the GPU and a call; the model's ranking is
+    # given, cheapest call first.
+    rule = xgemm.get_variant("mma")
+    monkeypatch.setattr(planning.gpu, "multiprocessors", lambda device: 132)
+    monkeypatch.setattr(planning, "_ruled", lambda *args: (rule, dict(rule.defaults), False,
+                                                           None, None))
+    monkeypatch.setattr(planning, "_priced_copies", lambda *args: None)
+    monkeypatch.setattr(planning.cost, "estimate_near", lambda *args: 25.2e-6)
+    monkeypatch.setattr(planning.cost, "call_time", lambda gpu_seconds, shape: gpu_seconds)
+    monkeypatch.setattr(planning, "_ranked", lambda *args: [
+        (call, t, xgemm.get_variant(name), {}) for call, t, name in ranked])
+    shapes = planning.Shapes((), 444, 1242, 674, (444, 1242), False, False)
+    v, _ = planning._choose((None, None), [None, None], shapes, "float16", 0, None)
+    assert v.name == picked

@@ -746,7 +746,11 @@ register(Variant(
 # whole 16-byte line at a time.
 register(Variant(
     name="mma_staged_c",
-    candidates=[{}, {"BM": 64, "BN": 64, "WM": 32, "WN": 32}],  # rung 12's
+    # rung 12's two points, and 64 x 128 tiles (four warps of 32 x 64: fewer registers, so
+    # more warps an SM where a tile is little work besides its store)
+    candidates=[{}, {"BM": 64, "BN": 64, "WM": 32, "WN": 32},
+                {"BM": 64, "BN": 128, "WM": 32, "WN": 64},
+                {"BM": 64, "BN": 128, "WM": 32, "WN": 64, "STAGES": 2}],
     adds="rung 12 with C's tile staged in shared memory, each row as it lies across C's"
          " 16-byte lines, and written a whole aligned line a store at any alignment",
     **{**MMA, "template": "gemm/26_mma_staged_c.cu.j2",

@@ -739,13 +739,13 @@ def _choose(mats: tuple, layouts: list, shapes: Shapes, dtype: str, device: int,
             ) -> tuple[Variant, dict[str, int]]:
     """``auto``: the rules' pick (``_ruled``). Unless the tuning file answered, the cost
     model (``xgemm.cost``) then prices every candidate's call (the longer of its GPU time
-    and the host's), and its cheapest replaces the rules' pick where its call should be
-    faster by more than ``MODEL_MARGIN`` (a batch: ``BATCH_MODEL_MARGIN``), or as fast
-    and its kernel faster by that much: the rules' picks were measured on the shapes they
-    were written for, and the model is what knows the shapes the rules' thresholds were
-    never fitted to (few rows, tiny K, small products, operands TMA cannot read). 8-bit
-    products take the rule alone, told whether a scale comes per row or column
-    (``scale_vectors``)."""
+    and the host's), and the cheapest candidate whose call should be faster than the
+    rules' pick's by more than ``MODEL_MARGIN`` (a batch: ``BATCH_MODEL_MARGIN``), or as
+    fast and its kernel faster by that much, replaces it: the rules' picks were measured
+    on the shapes they were written for, and the model is what knows the shapes the
+    rules' thresholds were never fitted to (few rows, tiny K, small products, operands TMA
+    cannot read). 8-bit products take the rule alone, told whether a scale comes per row
+    or column (``scale_vectors``)."""
     if dtype in EIGHT_BIT:  # one rung multiplies them, copying what is not K-major
         cc, sms = gpu.compute_capability(device), gpu.multiprocessors(device)
         name, p = heuristic(shapes.m, shapes.n, shapes.k, dtype, cc, precision, sms,
@@ -762,11 +762,16 @@ def _choose(mats: tuple, layouts: list, shapes: Shapes, dtype: str, device: int,
         rule = _priced_copies(v, p, mats, layouts, read, copyable, shapes, sms)
         ruled = cost.estimate_near(v, p, dtype, rule, sms, precision)
         ruled_call = cost.call_time(ruled, rule)
-        call, t, best, best_p = modelled[0]
         margin = MODEL_MARGIN if shapes.count == 1 else BATCH_MODEL_MARGIN
-        # faster a call, or as fast (the host bounds both) and faster on the GPU
-        if call * (1 + margin) < ruled_call or call <= ruled_call and t * (1 + margin) < ruled:
-            return best, best.resolve(best_p, dtype)
+        # The cheapest candidate that clears the margin: faster a call, or as fast (the
+        # host bounds both) and faster on the GPU. Not only the cheapest one: a candidate
+        # priced a little below the rules' pick would otherwise hide one priced as fast
+        # a call and far faster on the GPU.
+        for call, t, best, best_p in modelled:
+            if call > ruled_call:
+                break  # (ranked by call: none further can clear it)
+            if call * (1 + margin) < ruled_call or t * (1 + margin) < ruled:
+                return best, best.resolve(best_p, dtype)
     return v, p
 
 
