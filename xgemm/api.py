@@ -86,7 +86,8 @@ def matmul(a: Any, b: Any, variant: str = DEFAULT_VARIANT, out: Any = None,
             and parameters that ``xgemm.tune`` (or autotuning) found fastest for this GPU,
             dtype and a shape like this one, else the measured rules' pick
             (:func:`xgemm.choice.heuristic`), replaced by the cost model's cheapest
-            candidate (``xgemm.cost``) where it prices that at least 30% cheaper; or
+            candidate (``xgemm.cost``) of those it prices at least 10% cheaper (30% for
+            a batch); or
             "tune": auto, but the first call with a shape the tuning file does not hold
             times auto's contenders on its operands and remembers the fastest there
             (``xgemm.autotune``; ``XGEMM_AUTOTUNE=1`` makes every "auto" call do so).
