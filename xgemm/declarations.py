@@ -575,7 +575,7 @@ register(Variant(
     # whose float64 sums fit two blocks an SM (8 x 4096 x 4096 136 -> 96 us; docs/notes.md)
     candidates=[*({**side, **p} for side in ({}, {"FEW_COLUMNS": 1}) for p in (
         {}, {"SPLITS": 2}, {"BN": 64}, {"SPLITS": 16},
-        *({"BM": rows, "BN": 64, "BK": 256, "SPLITS": 2} for rows in (1, 2, 4)),
+        *({"BM": rows, "BN": 64, "BK": 256, "SPLITS": 2} for rows in (2,)),
         {"BN": 16, "BK": 256, "SPLITS": 2}))],
     # 16-bit products of few rows run on rungs 21 and 22's tensor cores: rung 20 was the
     # fastest candidate on none of the 240 16-bit calibration rows, and where its noisier
