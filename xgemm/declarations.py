@@ -761,6 +761,45 @@ register(Variant(
        "smem_bytes": "max(BYTES * STAGES * BK * (BM + BN), 4 * BM * (BN + 8))"},
 ))
 
+# Rung 27: rung 20 with both operands copied through a ring of cp.async stages. Defaults:
+# rung 20's tile (8 rows, 32 columns, 8 warps), a stage of one 16-byte chunk a lane a column
+# (float32; two in float64), four slots.
+register(Variant(
+    name="skinny_async",
+    template="gemm/27_skinny_async.cu.j2",
+    adds="rung 20 with both operands copied through a ring of cp.async stages: the big"
+         " operand's bytes in flight take no registers and no barrier waits for them",
+    defaults={"BM": 8, "BN": 32, "BK": 128, "WARPS": 8, "STAGES": 4, "SPLITS": 4,
+              "FEW_COLUMNS": 0},
+    space={"BM": [1, 2, 4, 8, 16], "BN": [16, 32, 64], "BK": [128, 256], "WARPS": [4, 8],
+           "STAGES": [2, 4, 6], "SPLITS": [2, 4, 16], "FEW_COLUMNS": [0, 1]},
+    constraints=[
+        # a stage is whole 16-byte chunks for every thread, whichever way the big operand
+        # runs: along K a lane's chunk of each of its warp's columns, along N a thread's
+        # chunk of every LANES-th k
+        "BK % (512 // BYTES) == 0 and BN % WARPS == 0",
+        "BN % (16 // BYTES) == 0 and THREADS % (BN // (16 // BYTES)) == 0"
+        " and BK % (THREADS // (BN // (16 // BYTES))) == 0",
+        # at most 64 registers of sums a thread, either way
+        "max(BN // WARPS, 16 // BYTES) * BM * BYTES <= 256",
+        "SPLITS >= 2",  # blocks share each tile: split-K's arguments
+    ],
+    block=("32 * WARPS",),
+    grid=("cdiv(M if FEW_COLUMNS else N, BN)", "cdiv(N if FEW_COLUMNS else M, BM)"),
+    tile_shape=("BN if FEW_COLUMNS else BM", "BM if FEW_COLUMNS else BN", "BK"),
+    smem_bytes="STAGES * BK * (BN + BM) * BYTES",
+    dynamic_smem=True,
+    splits="SPLITS",
+    extra_args=("partials", "arrivals"),
+    flags=("aligned16",),
+    dtypes=("float32", "float64"),
+    min_cc=80,
+    # where it beat rung 20 (evidence/skinny_async_on_*.txt): 9-16 rows a block read once,
+    # two splits; four warps of 16 columns (float64's sums); rung 20's tile at two splits
+    candidates=[{**side, **p} for side in ({}, {"FEW_COLUMNS": 1}) for p in (
+        {"SPLITS": 2}, {"BM": 16, "SPLITS": 2}, {"BN": 16, "WARPS": 4, "SPLITS": 2})],
+))
+
 # -- The memory-bound families (xgemm.memory_bound): the lectures' other shared-memory kernels. --
 # Their yardstick is the device's copy bandwidth. Expressions use M and N for the rows and
 # columns of the input (a 1-D input of reverse: N; sum: N elements in each of M segments).
