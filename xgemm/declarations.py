@@ -780,6 +780,7 @@ register(Variant(
         "BK % (512 // BYTES) == 0 and BN % WARPS == 0",
         "BN % (16 // BYTES) == 0 and THREADS % (BN // (16 // BYTES)) == 0"
         " and BK % (THREADS // (BN // (16 // BYTES))) == 0",
+        "BN <= THREADS",  # along N, a thread adds each column's sums
         # at most 64 registers of sums a thread, either way
         "max(BN // WARPS, 16 // BYTES) * BM * BYTES <= 256",
         "SPLITS >= 2",  # blocks share each tile: split-K's arguments
@@ -794,8 +795,9 @@ register(Variant(
     flags=("aligned16",),
     dtypes=("float32", "float64"),
     min_cc=80,
-    # where it beat rung 20 (evidence/skinny_async_on_*.txt): 9-16 rows a block read once,
-    # two splits; four warps of 16 columns (float64's sums); rung 20's tile at two splits
+    # where it beat rung 20 (evidence/skinny_async_against_skinny.txt): 9-16 rows a block
+    # read once, two splits; four warps of 16 columns (float64's sums); rung 20's tile at
+    # two splits
     candidates=[{**side, **p} for side in ({}, {"FEW_COLUMNS": 1}) for p in (
         {"SPLITS": 2}, {"BM": 16, "SPLITS": 2}, {"BN": 16, "WARPS": 4, "SPLITS": 2})],
 ))
