@@ -554,6 +554,7 @@ register(Variant(
         # (8-bit operands are read K-major only: B along K)
         "BYTES == 1 or BN % (16 // BYTES) == 0 and THREADS % (BN // (16 // BYTES)) == 0"
         " and BM * 16 // BYTES * max(BYTES, 4) <= 256",
+        "BN <= THREADS",                  # B along N: a thread adds each column's sums
         "SPLITS >= 2",                    # blocks share each tile: split-K's arguments
     ],
     block=("32 * WARPS",),
