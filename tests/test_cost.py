@@ -150,12 +150,12 @@ def test_a_ragged_last_wave_runs_fewer_blocks_an_sm():
 
 def test_a_point_without_constants_is_priced_as_its_dearest_nearest_neighbour():
     v = xgemm.get_variant("splitk")
-    shape, point = Shape(926, 58, 9006), {**v.defaults, "SPLITS": 32}
+    shape, point = Shape(926, 58, 9006), {**v.defaults, "SPLITS": 24}
     assert cost.constants("splitk", point, "float32") is None
     neighbours = [cost.constants("splitk", {**v.defaults, "SPLITS": s}, "float32")
-                  for s in (4, 16, 64)]  # one parameter away each
+                  for s in (4, 8, 16, 32, 64)]  # one parameter away each
     times = [cost.estimate(v, point, "float32", shape, c=c) for c in neighbours]
-    assert len(set(times)) == 3
+    assert len(set(times)) == len(times)
     assert cost.estimate_near(v, point, "float32", shape) == max(times)
 
 

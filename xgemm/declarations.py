@@ -225,15 +225,16 @@ register(Variant(
     name="splitk",
     template="gemm/10_splitk.cu.j2",
     adds="SPLITS blocks share a tile of C over stretches of K; the last adds the partials in order",
-    # 64 x 64 tiles; and 64 x 128 at rung 9's 8 x 8 thread tiles, for few tiles over a long K
-    candidates=[{"SPLITS": 4}, {"SPLITS": 16}, {"SPLITS": 64},
+    # 64 x 64 tiles at five split counts (the fewer C's tiles, the more splits fill the
+    # SMs); and 64 x 128 at rung 9's 8 x 8 thread tiles, for few tiles over a long K
+    candidates=[{"SPLITS": 4}, {"SPLITS": 8}, {"SPLITS": 16}, {"SPLITS": 32}, {"SPLITS": 64},
                 {"BN": 128, "WN": 64, "TM": 8, "SPLITS": 4},
                 {"BN": 128, "WN": 64, "TM": 8, "SPLITS": 16}],
     defaults={"BM": 64, "BN": 64, "BK": 16, "WM": 32, "WN": 32, "WNITER": 2, "TM": 4, "TN": 4,
               "GROUP": 1, "STAGES": 3, "SPLITS": 16},
     space={"BM": [64, 128], "BN": [64, 128], "BK": [16], "WM": [32], "WN": [32, 64],
            "WNITER": [2], "TM": [4, 8], "TN": [4], "GROUP": [1], "STAGES": [2, 3],
-           "SPLITS": [4, 16, 64]},
+           "SPLITS": [4, 8, 16, 32, 64]},
     constraints=[
         *WARP_TILING_RULES,
         "THREADS <= 256",  # at 512 threads (128 registers each) ptxas spills
@@ -246,6 +247,8 @@ register(Variant(
     transpose_first={"b": ("row", "M >= 1024")},
     **WARP_TILING,
     splits="SPLITS",
+    # a partial is whole tiles, in the order the threads hold them (the template says why)
+    partial_sums="SPLITS * cdiv(M, BM) * BM * cdiv(N, BN) * BN",
     extra_args=("partials", "arrivals"),
 ))
 
