@@ -67,6 +67,10 @@ def test_heuristic_sizes_tiles_by_the_gpus_multiprocessors():
     assert heuristic(16, 4096, 4096, "float16", 90, sms=16)[1]["BN"] == 128
     assert heuristic(16, 1024, 4096, "float16", 90, sms=132)[1]["SPLITS"] == 4
     assert heuristic(1, 4096, 4096, "float16", 90)[0] == "wgmma_rows"  # under 2^16 outputs
+    # K from 2048 at up to 16 rows; 17-32 rows from 4096
+    assert heuristic(16, 18944, 2048, "bfloat16", 90)[0] == "wgmma_rows"
+    assert heuristic(32, 18944, 2048, "bfloat16", 90)[0] == "wgmma"
+    assert heuristic(16, 18944, 1024, "bfloat16", 90)[0] == "wgmma"
     assert heuristic(16, 4096, 4096, "float16", 90, batch=4)[0] == "wgmma"  # a batch
     # a few rows more: one m64 warpgroup; with long K and 64 tiles, at most half of 132
     # SMs, K split in two (wgmma_splitk); half of 16 SMs they would not fit

@@ -36,7 +36,8 @@ def heuristic(m: int, n: int, k: int, dtype: str = "float32", cc: int = 90,
               ) -> tuple[str, dict[str, int]]:
     """The variant ``auto`` uses for a shape nobody tuned, on a GPU of compute capability
     ``cc`` x 10 with ``sms`` multiprocessors, from the H100 measurements in bench/: for
-    one 16-bit product of at most 32 rows, N >= 1024 and K >= 4096 ``wgmma_rows`` on sm_90
+    one 16-bit product of at most 32 rows and K >= 4096 (16 rows and K >= 2048), N >= 1024,
+    ``wgmma_rows`` on sm_90
     (``a_row_major``: A reaches the kernel row-major, in place or copied); for 16-bit
     outputs of 2^16 elements or more the tensor cores, ``wgmma`` on sm_90
     (``wgmma_splitk`` for at most 128 rows where its tiles would fill at most half the SMs
@@ -129,14 +130,18 @@ def heuristic(m: int, n: int, k: int, dtype: str = "float32", cc: int = 90,
             params.update(BN=128, STAGES=4)
         return eight_bit.name, params
     rows = get_variant("wgmma_rows")
-    if (dtype in rows.dtypes and rows.runs_on(cc) and precision is None and m <= 32
-            and n >= 1024 and k >= 4096 and batch == 1 and a_row_major):
+    if (dtype in rows.dtypes and rows.runs_on(cc) and precision is None
+            and (m <= 32 and k >= 4096 or m <= 16 and k >= 2048)
+            and n >= 1024 and batch == 1 and a_row_major):
         # few rows, one product: A's rows as the instruction's n, 64 columns a tile while
         # two blocks a tile fit in the SMs, K split in two, in four where that leaves under
         # a block per two SMs (evidence/wgmma_rows.txt, x cuBLAS against auto's pick before:
         # 16 x 4096 x 4096 1.00 / 0.89, 1 x 4096 x 4096 0.94 / 0.11, 8 x 4096 x 4096 0.92 /
         # 0.11, 24 x 4096 x 4096 0.88 / 0.81, 16 x 11008 x 4096 0.87 / 0.81 on 128 columns,
-        # 16 x 1024 x 4096 0.96 / 0.07 in four; K = 1024 and batches ran slower)
+        # 16 x 1024 x 4096 0.96 / 0.07 in four; K = 1024 and batches ran slower). Down to
+        # K = 2048 for at most 16 rows: 0.62-1.02x the time of auto's pick before on 38
+        # products (1 x 152064 x 3584:NT 598 -> 374 us, cuBLAS 391), where 32 rows ran
+        # 0.98-1.13x below K = 4096 (evidence/wgmma_rows_shorter_k_f93561f.txt)
         bm = 16 if m <= 16 else 32
         bn = 64 if 2 * tiles(bm, 64) <= sms else 128
         return rows.name, {**rows.defaults, "BM": bm, "BN": bn,
