@@ -574,13 +574,12 @@ register(Variant(
     dtypes=(*WIDE_DTYPES, *EIGHT_BIT),
     # B along K takes 2 splits, along N wider tiles (bench/skinny.py's best points); 16
     # splits for a long K over few lines of the big operand, where 2-4 leave most SMs idle;
-    # 1, 2 or 4 rows a block for as few (8 wasted 1-2 row products' time on empty rows:
+    # 2 rows a block for one- and two-row products (8 wasted their time on empty rows:
     # 15273 x 1 x 334 25 us at BM = 8, 16 at BM = 1), and 16 columns of half-sized chunks,
     # whose float64 sums fit two blocks an SM (8 x 4096 x 4096 136 -> 96 us; docs/notes.md)
-    candidates=[*({**side, **p} for side in ({}, {"FEW_COLUMNS": 1}) for p in (
+    candidates=[{**side, **p} for side in ({}, {"FEW_COLUMNS": 1}) for p in (
         {}, {"SPLITS": 2}, {"BN": 64}, {"SPLITS": 16},
-        *({"BM": rows, "BN": 64, "BK": 256, "SPLITS": 2} for rows in (2,)),
-        {"BN": 16, "BK": 256, "SPLITS": 2}))],
+        {"BM": 2, "BN": 64, "BK": 256, "SPLITS": 2}, {"BN": 16, "BK": 256, "SPLITS": 2})],
     # 16-bit products of few rows run on rungs 21 and 22's tensor cores: rung 20 was the
     # fastest candidate on none of the 240 16-bit calibration rows, and where its noisier
     # estimates came out cheapest it ran 3-36% slower (docs/ladder.md)
