@@ -368,7 +368,7 @@ WGMMA = dict(
     template="gemm/14_wgmma.cu.j2",
     defaults={"BM": 128, "BN": 256, "CONSUMERS": 2, "STAGES": 3, "GROUP": 8, "TMA_STORE": 1,
               "SPREAD": 0},
-    space={"BM": [64, 128, 256], "BN": [64, 128, 256], "CONSUMERS": [1, 2],
+    space={"BM": [64, 128, 256], "BN": [64, 128, 192, 256], "CONSUMERS": [1, 2],
            "STAGES": [2, 3, 4, 5, 6], "GROUP": [8], "TMA_STORE": [0, 1], "SPREAD": [0]},
     # with C staged (TMA_STORE 1 or 2), each consumer warpgroup's rows of a tile of C too,
     # a 16-byte line more a row where TMA cannot write them (2)
@@ -381,9 +381,11 @@ WGMMA = dict(
 register(Variant(
     name="wgmma",
     # 128 x 256 tiles, narrower ones for outputs of few tiles (one m64 warpgroup and a
-    # deeper ring under 128 rows), and blocks sharing the SMs among a batch's products
+    # deeper ring under 128 rows), 128 x 192 where their waves are whole and 256's ragged
+    # (512 x 18944 x 3584: 4 x 99 tiles, three waves of 132), and blocks sharing the SMs
+    # among a batch's products
     candidates=[{}, {"BN": 128, "STAGES": 6}, {"BM": 64, "BN": 128, "CONSUMERS": 1, "STAGES": 6},
-                {"BM": 64, "BN": 64, "CONSUMERS": 1, "STAGES": 6},
+                {"BM": 64, "BN": 64, "CONSUMERS": 1, "STAGES": 6}, {"BN": 192, "STAGES": 4},
                 {"BN": 128, "STAGES": 6, "SPREAD": 1}],
     adds="C staged in shared memory and written by TMA stores while the next tile runs",
     **WGMMA,
