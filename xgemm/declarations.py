@@ -716,6 +716,28 @@ register(Variant(
     smem_bytes=RING_BYTES + " + RAW * (BM + BN) * 144 + 16 * RAW + 128",
 ))
 
+register(Variant(
+    name="wgmma_inplace_splitk",
+    template="gemm/24_wgmma_inplace.cu.j2",
+    adds="rung 24 on rung 16's kernel: operands read in place at any alignment, K split"
+         " across SPLITS blocks a tile, for outputs of few tiles over a long K",
+    candidates=[{}, {"SPLITS": 8}, {"SPLITS": 16}],
+    defaults={"BM": 64, "BN": 64, "CONSUMERS": 1, "STAGES": 2, "RAW": 4, "GROUP": 8,
+              "SPLITS": 4},
+    # 64 x 64 tiles only: three warpgroups hold at most 168 registers a thread, and 64 x 128
+    # (64 accumulators and the partials' 64 loads in flight) spills 408 bytes
+    space={"BM": [64], "BN": [64], "CONSUMERS": [1], "STAGES": [2, 3], "RAW": [2, 4],
+           "GROUP": [8], "SPLITS": [2, 4, 8, 16]},
+    **{**HOPPER_SPLIT_K, "constraints": [
+        *HOPPER["constraints"], "RAW >= 1",
+        "CONSUMERS == 1",  # the producers' lines in registers
+    ], "block": ("128 * (CONSUMERS + 2)",),
+       # no tensor maps: the producers read A and B themselves
+       "tma_boxes": {}, "extra_args": ("partials", "arrivals"),
+       # rung 24's rings
+       "smem_bytes": RING_BYTES + " + RAW * (BM + BN) * 144 + 16 * RAW + 128"},
+))
+
 # Rung 25: rung 14 (for 8-bit operands rung 18) with the last, ragged round of tiles cut
 # along K into pieces that fill the SMs.
 LAST_ROUND = dict(
