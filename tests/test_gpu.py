@@ -121,6 +121,33 @@ def test_persistent_blocks_walk_many_tiles(rng, name, store, layout):
                 check(rng, name, a, b, BN=bn, STAGES=2, **store)
 
 
+@pytest.mark.parametrize("name", [n for n, store in PERSISTENT if store.get("TMA_STORE") != 1])
+def test_k_zero_with_many_tiles_a_block(name):
+    """K = 0 on a persistent grid whose blocks walk more tiles than the ring has slots:
+    no tile takes a slot (a producer that filled one a tile would wait for consumers
+    that never read it), and C is zeros."""
+    import cupy
+
+    dtype = cupy_dtype(home_dtype(name))
+    a, b = cupy.empty((2000, 0), dtype), cupy.empty((0, 2000), dtype)
+    c = poisoned(2000, 2000, dtype=dtype.name)
+    xgemm.matmul(a, b, variant=name, out=c, STAGES=2)
+    assert bool((c == 0).all())
+
+
+@pytest.mark.parametrize("k", [64, 192])
+@pytest.mark.parametrize("params", [{"STAGES": 4}, {"STAGES": 5}, {"BM": 64, "BN": 256}],
+                         ids=_params_id)
+def test_pingpong_turns_over_short_k(rng, params, k):
+    """Rung 28 where a tile takes fewer slots than the ring holds (K of one or three
+    slots), so a warpgroup waiting its turn would otherwise run ahead of the other by
+    more than a slot's two phases; blocks of odd and even tile counts (2049 x 4097 at
+    128 x 128: 17 x 33 tiles on 132 blocks)."""
+    for dtype in ("float16", "bfloat16"):
+        a, b = operands(rng, "wgmma_pingpong", 2049, 4097, k, dtype=dtype)
+        check(rng, "wgmma_pingpong", a, b, **params)
+
+
 STAGING = [n for n in wide_variants() if "TMA_STORE" in xgemm.get_variant(n).space]
 # each staging rung at the tiles of these it takes: one consumer warpgroup or two
 STAGED_TILES = [(n, p) for n in STAGING
