@@ -716,28 +716,6 @@ register(Variant(
     smem_bytes=RING_BYTES + " + RAW * (BM + BN) * 144 + 16 * RAW + 128",
 ))
 
-register(Variant(
-    name="wgmma_inplace_splitk",
-    template="gemm/24_wgmma_inplace.cu.j2",
-    adds="rung 24 on rung 16's kernel: operands read in place at any alignment, K split"
-         " across SPLITS blocks a tile, for outputs of few tiles over a long K",
-    candidates=[{}, {"SPLITS": 8}, {"SPLITS": 16}],
-    defaults={"BM": 64, "BN": 64, "CONSUMERS": 1, "STAGES": 2, "RAW": 4, "GROUP": 8,
-              "SPLITS": 4},
-    # 64 x 64 tiles only: three warpgroups hold at most 168 registers a thread, and 64 x 128
-    # (64 accumulators and the partials' 64 loads in flight) spills 408 bytes
-    space={"BM": [64], "BN": [64], "CONSUMERS": [1], "STAGES": [2, 3], "RAW": [2, 4],
-           "GROUP": [8], "SPLITS": [2, 4, 8, 16]},
-    **{**HOPPER_SPLIT_K, "constraints": [
-        *HOPPER["constraints"], "RAW >= 1",
-        "CONSUMERS == 1",  # the producers' lines in registers
-    ], "block": ("128 * (CONSUMERS + 2)",),
-       # no tensor maps: the producers read A and B themselves
-       "tma_boxes": {}, "extra_args": ("partials", "arrivals"),
-       # rung 24's rings
-       "smem_bytes": RING_BYTES + " + RAW * (BM + BN) * 144 + 16 * RAW + 128"},
-))
-
 # Rung 25: rung 14 (for 8-bit operands rung 18) with the last, ragged round of tiles cut
 # along K into pieces that fill the SMs.
 LAST_ROUND = dict(
@@ -834,10 +812,11 @@ register(Variant(
     name="wgmma_pingpong",
     adds="rung 14 with each consumer warpgroup on whole tiles of its own, their main loops in"
          " turn: one multiplies while the other stores its C",
-    # 128 x 128 a warpgroup (128 x 256 a block of two); 64 x 256, rung 14's instruction
-    candidates=[{}, {"BM": 64, "BN": 256}],
+    # 128 x 128 a warpgroup (128 x 256 a block of two) over five stages; 64 x 256, rung 14's
+    # instruction, has room for four
+    candidates=[{}, {"BM": 64, "BN": 256, "STAGES": 4}],
     **{**WGMMA, "template": "gemm/28_wgmma_pingpong.cu.j2",
-       "defaults": {"BM": 128, "BN": 128, "CONSUMERS": 2, "STAGES": 4, "GROUP": 8,
+       "defaults": {"BM": 128, "BN": 128, "CONSUMERS": 2, "STAGES": 5, "GROUP": 8,
                     "TMA_STORE": 1, "SPREAD": 0},
        "space": {"BM": [64, 128], "BN": [128, 192, 256], "CONSUMERS": [2],
                  "STAGES": [2, 3, 4, 5], "GROUP": [8], "TMA_STORE": [0, 1], "SPREAD": [0]},
