@@ -136,7 +136,8 @@ def test_k_zero_with_many_tiles_a_block(name):
 
 
 @pytest.mark.parametrize("k", [64, 192])
-@pytest.mark.parametrize("params", [{"STAGES": 4}, {"STAGES": 5}, {"BM": 64, "BN": 256, "STAGES": 4}],
+@pytest.mark.parametrize("params",
+                         [{"STAGES": 4}, {"STAGES": 5}, {"BM": 64, "BN": 256, "STAGES": 4}],
                          ids=_params_id)
 def test_pingpong_turns_over_short_k(rng, params, k):
     """Rung 28 where a tile takes fewer slots than the ring holds (K of one or three

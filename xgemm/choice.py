@@ -177,9 +177,9 @@ def heuristic(m: int, n: int, k: int, dtype: str = "float32", cc: int = 90,
         if (dtype in pingpong.dtypes and precision is None and 256 <= k <= 768
                 and tiles(128, 128) >= 3 * sms):
             # many tiles over a short K: C's store is a large part of a tile's time, and
-            # rung 28 hides it behind the other warpgroup's main loop (short-K strata of
-            # 36 products, 2048-15424 rows and columns: 10-25% less kernel time than
-            # 128 x 256 tiles at K <= 768, slower from K = 1300; evidence/pingpong_rule.txt)
+            # rung 28 hides it behind the other warpgroup's main loop (two short-K strata of
+            # 36 products, 2048-15424 rows and columns: at K <= 768 0.70-1.00 of the time of
+            # 128 x 256 tiles, geomean 0.85; from K = 1300 1.05; evidence/pingpong_rule.txt)
             return pingpong.name, dict(pingpong.defaults)
         if k <= 2 * 64:  # a phase or two a tile: blocks walk the whole batch's tiles, 128
             # wide (64 x (1024 x 1024 x 64): 0.83-0.86x cuBLAS against 0.53x, and 0.81x
