@@ -103,7 +103,8 @@ def test_float32_at_scale_takes_a_warp_tiled_rung_and_long_k_split_k(monkeypatch
 def test_no_tensor_core_rung_before_sm_80_nor_wgmma_off_hopper():
     assert not any(v.min_cc >= 80 for v, _ in cost.candidates("float16", None, 75))
     assert not any(v.name.startswith("wgmma") for v, _ in cost.candidates("float16", None, 80))
-    assert cheapest(8192, 8192, 8192, cc=80)[1].name == "mma"
+    # rung 12 or rung 26 (rung 12 with C staged): both priced within the model's error
+    assert cheapest(8192, 8192, 8192, cc=80)[1].name in ("mma", "mma_staged_c")
 
 
 def test_a_rung_is_weighed_only_for_the_dtypes_auto_takes_it_for():
@@ -141,9 +142,11 @@ def test_ragged_rows_of_c_cost_their_bytes_and_the_copy_engine_lifts_the_store_b
 
 @pytest.mark.parametrize("dtype", SIXTEEN)
 @pytest.mark.parametrize("m, n", [(8192, 8192), (4096, 14336), (128256, 4096)])
-def test_weight_gradients_of_few_tokens_go_to_wgmma(dtype, m, n):
-    """dW = dY.T @ X at 8 tokens: K = 8, C of whole lines, store-bound: TMA writes it."""
-    assert cheapest(m, n, 8, dtype, layout="TN")[1].name == "wgmma"
+def test_weight_gradients_of_few_tokens_go_to_a_rung_whose_c_tma_writes(dtype, m, n):
+    """dW = dY.T @ X at 8 tokens: K = 8, C of whole lines, store-bound: TMA writes it
+    (rung 14, or rung 28, whose other warpgroup multiplies meanwhile)."""
+    _, v, p = cheapest(m, n, 8, dtype, layout="TN")
+    assert v.name in ("wgmma", "wgmma_pingpong") and p["TMA_STORE"] == 1
 
 
 def test_a_ragged_last_wave_runs_fewer_blocks_an_sm():

@@ -112,18 +112,55 @@ def test_persistent_blocks_walk_many_tiles(rng, name, store, layout):
     and (where the rung has it) through TMA, at its two widest tiles."""
     v = xgemm.get_variant(name)
     for dtype in v.dtypes:
+        # its two widest tiles at its defaults
+        widest = [bn for bn in sorted(v.space["BN"], reverse=True)
+                  if not v.broken_rules({**v.defaults, "BN": bn, "STAGES": 2, **store}, dtype)]
         for shape in [(4097, 2049, 129), (129, 300, 1000), (1, 64, 64)]:
-            for bn in sorted(v.space["BN"])[-2:]:  # its two widest tiles
+            for bn in widest[:2]:
                 a, b = operands(rng, name, *shape, layout=layout, dtype=dtype)
                 check(rng, name, a, b, BN=bn, STAGES=2, **store)
 
 
+@pytest.mark.parametrize("name", [n for n, store in PERSISTENT if store.get("TMA_STORE") != 1])
+def test_k_zero_with_many_tiles_a_block(name):
+    """K = 0 on a persistent grid whose blocks walk more tiles than the ring has slots:
+    no tile takes a slot (a producer that filled one a tile would wait for consumers
+    that never read it), and C is zeros."""
+    import cupy
+
+    dtype = cupy_dtype(home_dtype(name))
+    a, b = cupy.empty((2000, 0), dtype), cupy.empty((0, 2000), dtype)
+    c = poisoned(2000, 2000, dtype=dtype.name)
+    xgemm.matmul(a, b, variant=name, out=c, STAGES=2)
+    assert bool((c == 0).all())
+
+
+@pytest.mark.parametrize("k", [64, 192])
+@pytest.mark.parametrize("params",
+                         [{"STAGES": 4}, {"STAGES": 5}, {"BM": 64, "BN": 256, "STAGES": 4}],
+                         ids=_params_id)
+def test_pingpong_turns_over_short_k(rng, params, k):
+    """Rung 28 where a tile takes fewer slots than the ring holds (K of one or three
+    slots), so a warpgroup waiting its turn would otherwise run ahead of the other by
+    more than a slot's two phases; blocks of odd and even tile counts (2049 x 4097 at
+    128 x 128: 17 x 33 tiles on 132 blocks)."""
+    for dtype in ("float16", "bfloat16"):
+        a, b = operands(rng, "wgmma_pingpong", 2049, 4097, k, dtype=dtype)
+        check(rng, "wgmma_pingpong", a, b, **params)
+
+
 STAGING = [n for n in wide_variants() if "TMA_STORE" in xgemm.get_variant(n).space]
+# each staging rung at the tiles of these it takes: one consumer warpgroup or two
+STAGED_TILES = [(n, p) for n in STAGING
+                for p in ({"BN": 128}, {"BM": 64, "BN": 128, "CONSUMERS": 1}, {"BN": 256},
+                          {"BM": 64, "BN": 256})
+                if not xgemm.get_variant(n).broken_rules(
+                    {**xgemm.get_variant(n).defaults, **p, "TMA_STORE": 1, "STAGES": 2},
+                    xgemm.get_variant(n).dtypes[0])]
+STAGED_IDS = [f"{n}-{_params_id(p)}" for n, p in STAGED_TILES]
 
 
-@pytest.mark.parametrize("params", [{"BN": 128}, {"BM": 64, "BN": 128, "CONSUMERS": 1},
-                                    {"BN": 256}], ids=_params_id)
-@pytest.mark.parametrize("name", STAGING)
+@pytest.mark.parametrize("name, params", STAGED_TILES, ids=STAGED_IDS)
 def test_c_leaves_through_tma(rng, name, params):
     """TMA_STORE=1: C goes through shared memory and out in TMA stores where TMA can write
     it (launch.params keeps TMA_STORE=1): edges in M and N that TMA clips (one row; N not
@@ -169,9 +206,7 @@ def test_c_leaves_through_tma(rng, name, params):
             assert frobenius_error(launch(), expected) < tol, f"seed {rng.seed}"
 
 
-@pytest.mark.parametrize("params", [{"BN": 128}, {"BM": 64, "BN": 128, "CONSUMERS": 1},
-                                    {"BN": 256}], ids=_params_id)
-@pytest.mark.parametrize("name", STAGING)
+@pytest.mark.parametrize("name, params", STAGED_TILES, ids=STAGED_IDS)
 def test_c_rows_tma_cannot_write_are_stored_by_the_threads(rng, name, params):
     """Rows of C that TMA cannot write (not 16-byte aligned: an odd width, or an out= view
     starting one value in) are staged in shared memory all the same, a 16-byte line wider

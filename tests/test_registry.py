@@ -20,8 +20,8 @@ def test_ladder_order():
                    "transposed_b", "warptile", "pipelined", "splitk", "wmma", "mma", "mma_tf32",
                    "wgmma_ring", "wgmma", "wgmma_tf32", "dmma", "wgmma_splitk",
                    "wgmma_rows", "wgmma_8bit", "mma_int8", "skinny", "skinny_mma", "skinny_ring",
-                   "tiny_k", "wgmma_inplace", "wgmma_last_round", "wgmma_8bit_last_round",
-                   "mma_staged_c", "skinny_async"]
+                   "tiny_k", "wgmma_inplace", "wgmma_last_round",
+                   "wgmma_8bit_last_round", "mma_staged_c", "skinny_async", "wgmma_pingpong"]
     assert xgemm.DEFAULT_VARIANT == xgemm.AUTO == "auto"
 
 

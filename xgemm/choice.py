@@ -41,7 +41,8 @@ def heuristic(m: int, n: int, k: int, dtype: str = "float32", cc: int = 90,
     (``a_row_major``: A reaches the kernel row-major, in place or copied); for 16-bit
     outputs of 2^16 elements or more the tensor cores, ``wgmma`` on sm_90
     (``wgmma_splitk`` for at most 128 rows where its tiles would fill at most half the SMs
-    and K >= 4096; for
+    and K >= 4096; ``wgmma_pingpong`` for 256 <= K <= 768 over three waves or more of
+    128 x 128 tiles; for
     operands TMA cannot read in place, with padded copies from ``TMA_PADDING_PAYS``,
     else the plan takes ``mma``), ``mma`` on sm_80 and
     newer; the same for float32 with ``precision="tf32"`` through ``wgmma_tf32`` or
@@ -72,6 +73,8 @@ def heuristic(m: int, n: int, k: int, dtype: str = "float32", cc: int = 90,
     32
     >>> [heuristic(m, 4096, 4096, "float16")[0] for m in (16, 64, 256)]
     ['wgmma_rows', 'wgmma_splitk', 'wgmma']
+    >>> [heuristic(4096, 4096, k, "bfloat16")[0] for k in (128, 512, 2048)]
+    ['wgmma', 'wgmma_pingpong', 'wgmma']
     >>> [heuristic(84, 384, k, dtype)[0] for dtype in ("int8", "float8_e4m3fn")
     ...  for k in (4096, 12960)]
     ['wgmma_8bit', 'wgmma_8bit_last_round', 'wgmma_8bit', 'wgmma_8bit_last_round']
@@ -170,6 +173,14 @@ def heuristic(m: int, n: int, k: int, dtype: str = "float32", cc: int = 90,
         elif tiles(params["BM"], params["BN"]) < sms:  # fewer tiles than SMs; 2048^3:
             params.update(BN=128)  # 6 stages 0.96x, 3 stages 0.87x
             params.update(STAGES=6 if precision is None else params["STAGES"])
+        pingpong = get_variant("wgmma_pingpong")
+        if (dtype in pingpong.dtypes and precision is None and 256 <= k <= 768
+                and tiles(128, 128) >= 3 * sms):
+            # many tiles over a short K: C's store is a large part of a tile's time, and
+            # rung 28 hides it behind the other warpgroup's main loop (two short-K strata of
+            # 36 products, 2048-15424 rows and columns: at K <= 768 0.70-1.00 of the time of
+            # 128 x 256 tiles, geomean 0.85; from K = 1300 1.05; evidence/pingpong_rule.txt)
+            return pingpong.name, dict(pingpong.defaults)
         if k <= 2 * 64:  # a phase or two a tile: blocks walk the whole batch's tiles, 128
             # wide (64 x (1024 x 1024 x 64): 0.83-0.86x cuBLAS against 0.53x, and 0.81x
             # 256 wide; batched_grid.txt, auto_rules.txt)

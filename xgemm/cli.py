@@ -74,6 +74,9 @@ def _parser() -> argparse.ArgumentParser:
     bench.add_argument("--max-k", type=int, default=None,
                        help="--suite random: draw K from 1 to this (a stratum of tiny-K "
                             "shapes for calibration: 16)")
+    bench.add_argument("--min-k", type=int, default=None,
+                       help="--suite random: draw K from this up (to --max-k: a stratum of "
+                            "short K over large outputs for calibration: 256 to 1024)")
     bench.add_argument("--max-m", type=int, default=None,
                        help="--suite random: draw M from 1 to this, unrounded (a stratum of "
                             "few rows for calibration: 64, with --multiple 64)")
@@ -348,16 +351,20 @@ def _bench_generalisation(args: argparse.Namespace) -> int:
     if args.family or args.sizes or args.shapes or args.variants or args.overhead \
             or args.csv or args.plot or args.roofline:
         _usage_error(f"--suite {args.suite} draws its own cases; it takes --dtype, "
-                     "--precision, --seed, --count, --min-dim, --max-k, --max-m, --multiple, "
+                     "--precision, --seed, --count, --min-dim, --min-k, --max-k, --max-m, "
+                     "--multiple, "
                      "--no-regret, --repeat and --json")
     part = "tf32" if args.precision == "tf32" else args.dtype
     if part in ("float8", "int8") and (args.suite != "random" or args.precision
                                        or args.min_dim != 1 or args.max_k is not None
+                                       or args.min_k is not None
                                        or args.max_m is not None or args.multiple != 1):
         _usage_error(f"--dtype {part} runs --suite random only, without --precision, "
-                     "--min-dim, --max-k, --max-m or --multiple")
+                     "--min-dim, --min-k, --max-k, --max-m or --multiple")
     if args.multiple < 1:
         _usage_error(f"--multiple {args.multiple}: give a positive multiple (1: as drawn)")
+    if args.min_k is not None and not 1 <= args.min_k <= (args.max_k or args.min_k):
+        _usage_error(f"--min-k {args.min_k}: give a positive K no larger than --max-k")
     if args.max_m is not None and args.max_m < 1:
         _usage_error(f"--max-m {args.max_m}: give a positive count of rows")
     os.environ["CUPY_TF32"] = "1" if part == "tf32" else "0"
@@ -370,7 +377,7 @@ def _bench_generalisation(args: argparse.Namespace) -> int:
     elif args.suite == "random":
         cases = generalisation.random_cases(args.seed, args.count, min_dim=args.min_dim,
                                             max_k=args.max_k, multiple=args.multiple,
-                                            max_m=args.max_m)
+                                            max_m=args.max_m, min_k=args.min_k)
         seed = args.seed
     else:
         cases, seed = generalisation.model_cases(), None

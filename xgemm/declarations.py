@@ -807,6 +807,32 @@ register(Variant(
         {"SPLITS": 2}, {"BM": 16, "SPLITS": 2}, {"BN": 16, "WARPS": 4, "SPLITS": 2})],
 ))
 
+# Rung 28: rung 14 with the consumer warpgroups on whole tiles of their own, taking turns.
+register(Variant(
+    name="wgmma_pingpong",
+    adds="rung 14 with each consumer warpgroup on whole tiles of its own, their main loops in"
+         " turn: one multiplies while the other stores its C",
+    # 128 x 128 a warpgroup (128 x 256 a block of two) over five stages; 64 x 256, rung 14's
+    # instruction, has room for four
+    candidates=[{}, {"BM": 64, "BN": 256, "STAGES": 4}],
+    **{**WGMMA, "template": "gemm/28_wgmma_pingpong.cu.j2",
+       "defaults": {"BM": 128, "BN": 128, "CONSUMERS": 2, "STAGES": 5, "GROUP": 8,
+                    "TMA_STORE": 1, "SPREAD": 0},
+       "space": {"BM": [64, 128], "BN": [128, 192, 256], "CONSUMERS": [2],
+                 "STAGES": [2, 3, 4, 5], "GROUP": [8], "TMA_STORE": [0, 1], "SPREAD": [0]},
+       "constraints": [
+           "STAGES >= 2",  # a consumer hands a slot back only once the next one is full
+           "CONSUMERS == 2 and BM <= 256",  # two take turns; a TMA box has at most 256 rows
+           "BM % 64 == 0 and BN % 64 == 0",  # whole m64 rows, whole 64-wide boxes
+           "BM // 64 * BN // 2 <= 128",  # accumulators a consumer thread holds: a whole tile
+           "TMA_STORE in (0, 1, 2)",  # 2: planned, for rows TMA cannot write
+       ],
+       # each warpgroup's whole tile of C staged, a line more a row where TMA cannot write
+       "smem_bytes": RING_BYTES + " + min(TMA_STORE, 1) * CONSUMERS * BM * BN * BYTES"
+                                  " + (TMA_STORE == 2) * CONSUMERS * BM * 16",
+       "tma_boxes": {"a": "BM", "b": "BN", "c": "(TMA_STORE == 1) * BM"}},
+))
+
 # -- The memory-bound families (xgemm.memory_bound): the lectures' other shared-memory kernels. --
 # Their yardstick is the device's copy bandwidth. Expressions use M and N for the rows and
 # columns of the input (a 1-D input of reverse: N; sum: N elements in each of M segments).

@@ -87,10 +87,12 @@ class Product:
 
 def random_cases(seed: int, count: int = 36, cap: int = FLOP_CAP, floor: int = FLOP_FLOOR,
                  max_dim: int = MAX_DIM, min_dim: int = 1, max_k: int | None = None,
-                 multiple: int = 1, max_m: int | None = None) -> list[Product]:
+                 multiple: int = 1, max_m: int | None = None,
+                 min_k: int | None = None) -> list[Product]:
     """``count`` products drawn with ``numpy.random.default_rng(seed)``: M, N and K
     log-uniform over [min_dim, max_dim] (rounded to the nearest integer; K over
-    [1, max_k] where ``max_k`` is given: a stratum of tiny-K products for calibration),
+    [1, max_k] where ``max_k`` is given: a stratum of tiny-K products for calibration;
+    over [min_k, max_k] where ``min_k`` is given too: a stratum of short K),
     then rounded up to a ``multiple`` (16: a stratum of aligned products, as a model's
     are), a layout from RANDOM_LAYOUTS; a draw of more than ``cap`` or fewer than
     ``floor`` floating-point operations is drawn again. Where ``max_m`` is given, M is
@@ -104,6 +106,8 @@ def random_cases(seed: int, count: int = 36, cap: int = FLOP_CAP, floor: int = F
     True
     >>> all(c.m <= 16 and c.n % 64 == 0 for c in random_cases(1, 4, multiple=64, max_m=16))
     True
+    >>> all(256 <= c.k <= 1024 for c in random_cases(1, 4, min_k=256, max_k=1024))
+    True
     """
     import numpy as np
 
@@ -111,10 +115,12 @@ def random_cases(seed: int, count: int = 36, cap: int = FLOP_CAP, floor: int = F
     low, high = math.log(min_dim), math.log(max_dim)
     cases: list[Product] = []
     while len(cases) < count:
-        if max_k is None:
+        if max_k is None and min_k is None:
             draw = rng.uniform(low, high, 3)
         else:
-            draw = rng.uniform([low, low, 0.0], [high, high, math.log(max_k)])
+            k_low = math.log(min_k) if min_k is not None else 0.0
+            k_high = math.log(max_k) if max_k is not None else high
+            draw = rng.uniform([low, low, k_low], [high, high, k_high])
         if max_m is not None:
             draw[0] = rng.uniform(0.0, math.log(max_m))
         m, n, k = (-(-int(round(math.exp(x))) // multiple) * multiple for x in draw)
