@@ -2,7 +2,7 @@
 
 A calibration (``xgemm calibrate``) fits the cost model to every candidate's time on a
 seeded sample. When a rung gains candidates, this times only that rung's on the same
-shapes and operands (``xgemm.generalisation.add_candidates``), writes each file back
+shapes and operands (``xgemm.tools.generalisation.add_candidates``), writes each file back
 with them in its rows, and leaves the others' timings as they were measured: then
 ``xgemm calibrate`` on the files fits the new points too. Needs a CUDA GPU.
 
@@ -17,8 +17,8 @@ import json
 
 from tqdm import tqdm
 
-from xgemm import generalisation
-from xgemm.bench import source_commit
+from xgemm.tools import generalisation
+from xgemm.tools.bench import source_commit
 
 
 def main() -> None:

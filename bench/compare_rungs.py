@@ -25,8 +25,8 @@ from pathlib import Path
 import cupy
 
 import xgemm
-from xgemm.bench import relative_error
 from xgemm.timing import time_launches
+from xgemm.tools.bench import relative_error
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from first_call import load_baseline  # noqa: E402  (the baseline imported as a package)

@@ -1,7 +1,7 @@
 """The 8-bit rungs at a handful of points on the random suite's 8-bit cases, against
 cuBLASLt: what auto's 8-bit rule is fitted to (``xgemm.choice.heuristic``).
 
-For each case of ``xgemm.generalisation.eight_bit_cases(seed)`` (N and K rounded up to 16,
+For each case of ``xgemm.tools.generalisation.eight_bit_cases(seed)`` (N and K rounded up to 16,
 B a weight's transposed view), and 4096^3 and 8192^3 with --squares: the kernel time
 (CUDA events, median of 10, the L2 scrubbed before each where the operands and C fit in it
 four times) of ``torch._scaled_mm`` (FP8 e4m3, a float32 scale per row of A and per column
@@ -26,9 +26,9 @@ import statistics
 import torch
 
 import xgemm
-from xgemm import generalisation
-from xgemm.bench import measure_copy_bandwidth
 from xgemm.timing import scrub_pays, time_launches
+from xgemm.tools import generalisation
+from xgemm.tools.bench import measure_copy_bandwidth
 
 #: (variant, parameters): rung 18 at its default 128 x 256 tiles, at 128 x 128 (3 or 4
 #: stages) and 256 x 128, C staged for a TMA store or not; rung 25 (rung 18 with tiles cut

@@ -18,9 +18,9 @@ import cupy
 import torch
 
 import xgemm
-from xgemm.bench import relative_error
-from xgemm.overhead import queued_ms_in_turns
 from xgemm.timing import time_launches
+from xgemm.tools.bench import relative_error
+from xgemm.tools.overhead import queued_ms_in_turns
 
 #: (M, N, K, layout): "T" is a transposed view. Odd K or M: no row starts on 16 bytes.
 CASES = ((7181, 35, 5492, "TN"), (3528, 62, 10787, "NN"), (2767, 206, 13614, "NT"),

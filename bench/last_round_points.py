@@ -2,7 +2,7 @@
 on the models suite's 16-bit products and a random sample's: what a rule taking rung 25
 would be fitted to.
 
-For each case (``xgemm.generalisation.model_cases()`` and ``random_cases(seed)``, PyTorch
+For each case (``xgemm.tools.generalisation.model_cases()`` and ``random_cases(seed)``, PyTorch
 operands in the case's layout): the kernel time (CUDA events, median of 10, the L2
 scrubbed before each where the operands and C fit in it four times) of torch.matmul, of
 auto's pick, and of each point below, each point's result first checked against float64.
@@ -25,9 +25,10 @@ import statistics
 import torch
 
 import xgemm
-from xgemm import generalisation, gpu
+from xgemm import gpu
 from xgemm.registry import cdiv
 from xgemm.timing import scrub_pays, time_launches
+from xgemm.tools import generalisation
 
 #: Timed calls of each contender (their median is its time).
 REPEAT = 10

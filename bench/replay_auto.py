@@ -25,7 +25,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from xgemm import gpu, plan  # noqa: E402
-from xgemm.generalisation import PARTS  # noqa: E402
+from xgemm.tools.generalisation import PARTS  # noqa: E402
 
 PLANNED = ("TMA_STORE",)  # set by the plan from C's rows, not by the choice
 

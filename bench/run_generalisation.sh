@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The generalisation suites on a machine with a CUDA GPU (xgemm.generalisation): for each
+# The generalisation suites on a machine with a CUDA GPU (xgemm.tools.generalisation): for each
 # seed and part, `xgemm bench --suite random` (every candidate timed: auto's regret), then,
 # unless MODELS=0, `xgemm bench --suite models` in bfloat16. Each JSON is written as its
 # rows come (a part cut short by its time limit keeps what it measured) into DEST.

@@ -26,8 +26,8 @@ import cupy
 import torch
 
 import xgemm
-from xgemm.bench import measure_copy_bandwidth, relative_error
 from xgemm.timing import time_launches
+from xgemm.tools.bench import measure_copy_bandwidth, relative_error
 
 ROWS = (1, 4, 8, 16)
 SIZES = ((4096, 4096), (14336, 4096), (4096, 14336), (2048, 2048))  # (N, K)

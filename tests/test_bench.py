@@ -5,8 +5,8 @@ import json
 
 import pytest
 
-from xgemm import bench, cli
-from xgemm.bench import Result
+from xgemm.tools import bench, cli
+from xgemm.tools.bench import Result
 
 MACHINE = {"gpu": "Test GPU", "fp32_peak_tflops": 60.0, "copy_bandwidth_gbs": 3000.0}
 
@@ -78,7 +78,7 @@ def test_csv(tmp_path):
 
 def test_plots(tmp_path):
     pytest.importorskip("matplotlib")
-    from xgemm import plots
+    from xgemm.tools import plots
 
     plots.plot_tflops(results(), MACHINE, str(tmp_path / "a.png"))
     plots.plot_roofline(results(), MACHINE, str(tmp_path / "b.png"))
@@ -185,7 +185,7 @@ def test_bench_batched_and_transposed_cases(dtype):
 
 @pytest.mark.parametrize("baselines", [{}, {"auto": print}], ids=["none", "named auto"])
 def test_call_against_baselines_refuses_a_bad_field(baselines):
-    from xgemm import overhead
+    from xgemm.tools import overhead
 
     with pytest.raises(ValueError, match="one baseline or more"):
         overhead.call_against_baselines(baselines, print)
@@ -199,7 +199,7 @@ def test_call_against_baselines_takes_the_fastest_call():
 
     import cupy
 
-    from xgemm import overhead
+    from xgemm.tools import overhead
 
     a = cupy.random.standard_normal((64, 64), dtype=cupy.float32)
 
@@ -217,6 +217,6 @@ def test_call_against_baselines_takes_the_fastest_call():
                          [(0.5, 20.0, 200, 40), (0.001, 20.0, 200, 200), (50.0, 20.0, 200, 3),
                           (0.001, 30.0, 50, 50)])
 def test_calls_per_round_fills_the_round_within_its_bounds(kernel_ms, work_ms, most, calls):
-    from xgemm import overhead
+    from xgemm.tools import overhead
 
     assert overhead.calls_per_round(kernel_ms, work_ms, most) == calls

@@ -1,5 +1,5 @@
 """The cost model auto picks with (xgemm.cost) and the generalisation suites' arithmetic
-(xgemm.generalisation): no GPU needed."""
+(xgemm.tools.generalisation): no GPU needed."""
 
 import dataclasses
 import json
@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 
 import xgemm
-from xgemm import cost, generalisation
+from xgemm import cost
 from xgemm.cost import Shape
+from xgemm.tools import generalisation
 
 SIXTEEN = ("float16", "bfloat16")
 

@@ -21,8 +21,9 @@ from conftest import (
 )
 
 import xgemm
-from xgemm import bench, memory_bound
+from xgemm import memory_bound
 from xgemm.checks import one_device
+from xgemm.tools import bench
 
 multigpu = pytest.mark.multigpu
 #: (where the operands are, the current device): GPU 1 while 0 is current, and the reverse.

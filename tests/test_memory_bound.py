@@ -288,7 +288,7 @@ def test_stencil_uploads_host_weights(rng):
 
 @gpu
 def test_bandwidth_bench_runs_every_variant(rng, capsys):
-    from xgemm import bandwidth, cli
+    from xgemm.tools import bandwidth, cli
 
     for family, shape in [("transpose", "130x257"), ("reverse", "100003"), ("sum", "100003"),
                           ("stencil", "130x257")]:

@@ -1,5 +1,8 @@
 """The registry and the declarations: no GPU needed."""
 
+import subprocess
+import sys
+
 import pytest
 
 import xgemm
@@ -124,3 +127,14 @@ def test_register_refuses_bad_declarations():
 
 def test_cdiv():
     assert [cdiv(0, 4), cdiv(1, 4), cdiv(4, 4), cdiv(5, 4)] == [0, 1, 1, 2]
+
+
+def test_import_xgemm_loads_none_of_the_tools():
+    """The library core imports no benchmark, suite, report or CLI module; ``xgemm.sweep``
+    and ``xgemm.tune`` bring ``xgemm.tools.tuning`` in on first use."""
+    code = ("import sys, xgemm\n"
+            "assert not [m for m in sys.modules if m.startswith('xgemm.tools')], sys.modules\n"
+            "assert xgemm.tune.__module__ == 'xgemm.tools.tuning'\n"
+            "print('ok')")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.stdout.strip() == "ok", out.stderr

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 import xgemm
-from xgemm import report
-from xgemm.cli import main
+from xgemm.tools import report
+from xgemm.tools.cli import main
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -133,7 +133,7 @@ def test_check_and_write(results_dir: Path, tmp_path: Path, capsys):
 
 
 def test_imports_without_cupy():
-    code = "import sys; sys.modules['cupy'] = None; import xgemm.report; print('ok')"
+    code = "import sys; sys.modules['cupy'] = None; import xgemm.tools.report; print('ok')"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          cwd=REPO)
     assert out.stdout.strip() == "ok", out.stderr

@@ -10,8 +10,9 @@ import warnings
 import pytest
 
 import xgemm
-from xgemm import choice, cli, gpu, tunefile, tuning
-from xgemm.bench import CHECK_TOLERANCE
+from xgemm import choice, gpu, tunefile
+from xgemm.tools import cli, tuning
+from xgemm.tools.bench import CHECK_TOLERANCE
 
 
 def test_expand_walks_the_product():

@@ -18,7 +18,6 @@ from .api import AUTO, DEFAULT_VARIANT, TUNE, Launch, gemm, matmul, prepare, sou
 from .compile import CompileError, PtxasReport, compile_offline
 from .memory_bound import reverse, stencil3x3, sum, transpose  # noqa: A004
 from .registry import ACTIVATIONS, DTYPES, Spec, Variant, families, get_variant, variants
-from .tuning import SweepResults, sweep, tune
 from .version import __version__
 
 __all__ = [
@@ -49,3 +48,14 @@ __all__ = [
     "variants",
     "__version__",
 ]
+
+
+def __getattr__(name: str) -> object:
+    """``sweep``, ``tune`` and ``SweepResults`` live with the tools (``xgemm.tools.tuning``,
+    which imports the benchmark): imported on first use, so that ``import xgemm`` loads
+    none of the tools."""
+    if name in ("sweep", "tune", "SweepResults"):
+        from .tools import tuning
+
+        return getattr(tuning, name)
+    raise AttributeError(f"module 'xgemm' has no attribute {name!r}")

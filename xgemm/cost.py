@@ -52,7 +52,7 @@ that and the host's, ``call_host`` plus ``copy_host`` a copy launch, since calls
 back to back run at the pace of the slower of the two.
 
 The constants come from ``xgemm calibrate`` (:func:`fit` on every candidate's time on a
-seeded random sample of shapes, ``xgemm.generalisation``); the H100's ship with the
+seeded random sample of shapes, ``xgemm.tools.generalisation``); the H100's ship with the
 package (``xgemm/calibration/h100.json``). Another GPU uses its own file where
 ``XGEMM_CALIBRATION`` points to one, else the H100's constants at its SM count.
 
@@ -501,11 +501,11 @@ def weighed(name: str, dtype: str) -> frozenset[str]:
 def samples_of(rows: Iterable[Mapping[str, Any]], sms: int,
                blocks: Mapping[str, Mapping[str, int]]) -> dict[tuple[str, str], list]:
     """Each candidate's samples, by (dtype key, ``point_key``), from suite rows with every
-    candidate timed (``xgemm.generalisation``, regret on). Times taken once (a candidate
+    candidate timed (``xgemm.tools.generalisation``, regret on). Times taken once (a candidate
     far slower than the best, timed once and dropped) are left out, and so are points
     ``auto`` does not weigh for the row's dtype now (a rung's ``auto_dtypes``, a
     candidate dropped since the rows were timed): no constants are fitted for them."""
-    from .generalisation import PARTS
+    from .tools.generalisation import PARTS
 
     found: dict[tuple[str, str], list[Sample]] = {}
     for row in rows:
@@ -650,7 +650,7 @@ def occupancies(rows: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, int]]:
     threads, its shared memory."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from .generalisation import PARTS
+    from .tools.generalisation import PARTS
 
     todo: dict[tuple[str, str], tuple[Variant, dict, str]] = {}
     for row in rows:
@@ -683,7 +683,7 @@ def pick_regret(rows: Iterable[Mapping[str, Any]], cal: Calibration
     """How the model's picks among each row's timed candidates compare with the fastest
     of them (measured time of the pick over the best): the geometric mean and each row's.
     What ``fit`` chooses the copy penalty by; the suites measure auto itself."""
-    from .generalisation import PARTS
+    from .tools.generalisation import PARTS
 
     regrets = []
     for row in rows:  # candidates timed once (far slower than the best) are left out

@@ -11,7 +11,7 @@ declaration says otherwise (``a_layouts``, ``b_layouts``, ``dtypes``), on any GP
 runs on unless it names the oldest (``min_cc``).
 
 Defaults are the fastest point of each space at 4096 x 4096 x 4096 on an H100 (from
-``xgemm.bench.sweep``; for mma in float16, where STAGES=3 and 4 lie within 1%), except
+``xgemm.tools.bench.sweep``; for mma in float16, where STAGES=3 and 4 lie within 1%), except
 coarse2d, which keeps the seed text's configuration, wmma (not swept), mma_tf32 (mma's,
 6% behind its own sweep's best, STAGES=2: 171.4 against 183.1 TFLOP/s,
 bench/results/h100/sweeps/mma_tf32_4096.txt), wgmma_ring (the fastest point of

@@ -1,6 +1,6 @@
 """Timing kernels on the GPU: CUDA events around each call, with the GPU held busy while
 the host makes it (``hold_gpu``), so an event pair times the GPU's work alone. The
-benchmark (``xgemm.bench``) and autotuning on first call (``xgemm.autotune``) time with it.
+benchmark (``xgemm.tools.bench``) and autotuning on first call (``xgemm.autotune``) time with it.
 
 Example:
     >>> import statistics

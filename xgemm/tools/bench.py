@@ -28,10 +28,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .api import AUTO, Launch, prepare
-from .gpu import properties
-from .registry import get_variant, numpy_dtype
-from .timing import time_launches
+from ..api import AUTO, Launch, prepare
+from ..gpu import properties
+from ..registry import get_variant, numpy_dtype
+from ..timing import time_launches
 
 #: Relative Frobenius error against cuBLAS above which a variant's result is called wrong,
 #: per dtype (cuBLAS and xgemm round differently; the 16-bit types round the output).
@@ -149,7 +149,7 @@ def source_commit() -> str | None:
     """
     if os.environ.get("XGEMM_COMMIT"):
         return os.environ["XGEMM_COMMIT"]
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
 
     def git(*args: str) -> subprocess.CompletedProcess:
         return subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True,
@@ -428,7 +428,7 @@ def iterate(variants: Sequence[str], shapes: Sequence[tuple],
 
 # -- reporting -------------------------------------------------------------------------
 def _itemsize(dtype: str) -> int:
-    from .registry import DTYPES
+    from ..registry import DTYPES
 
     return DTYPES[dtype].itemsize if dtype in DTYPES else 4
 

@@ -50,7 +50,7 @@ TOKENS = (1, 8, 32, 128, 512, 4096, 16384)
 ABANDON = 4.0
 #: The 8-bit parts of the random suite (``--dtype float8`` or ``int8``): FP8 (e4m3) with a
 #: scale per row of A and per column of B against ``torch._scaled_mm``, int8 against
-#: ``torch._int_mm`` (``xgemm.suite.measure_eight_bit``'s rows), no regret (auto's 8-bit
+#: ``torch._int_mm`` (``xgemm.tools.suite.measure_eight_bit``'s rows), no regret (auto's 8-bit
 #: pick is a rule, not the cost model).
 EIGHT_BIT_PARTS = ("float8", "int8")
 #: Microseconds the GPU is held busy before each timed launch: a call whose plan pads
@@ -247,7 +247,7 @@ def _baselines(a: Any, b: Any, c: Any, linear: bool) -> dict[str, Any]:
 
 
 def _kernel_ms(launch: Any, repeat: int, flush_l2: bool) -> float:
-    from . import timing
+    from .. import timing
 
     return statistics.median(timing.time_launches(launch, warmup=2, repeat=repeat,
                                                   max_seconds=1.0, flush_l2=flush_l2,
@@ -262,7 +262,8 @@ def measure(part: str, case: Product, *, regret: bool = True, repeat: int = 10,
 
     import xgemm
 
-    from . import bench, overhead, timing
+    from .. import timing
+    from . import bench, overhead
 
     dtype, precision = PARTS[part]
     torch.backends.cuda.matmul.allow_tf32 = precision == "tf32"
@@ -317,13 +318,14 @@ def measure(part: str, case: Product, *, regret: bool = True, repeat: int = 10,
 
 def measure_eight_bit(part: str, case: Product, *, repeat: int = 10, rounds: int = 9
                       ) -> dict[str, Any]:
-    """One row of an 8-bit part (:data:`EIGHT_BIT_PARTS`): ``xgemm.suite``'s 8-bit
+    """One row of an 8-bit part (:data:`EIGHT_BIT_PARTS`): ``xgemm.tools.suite``'s 8-bit
     measurement of ``case`` (NT), with row and column scales for FP8, the L2 scrubbed
     before each timed launch where the operands and C fit four times in it, and the
     random suite's fields."""
     import torch
 
-    from . import suite, timing
+    from .. import timing
+    from . import suite
 
     out_bytes = 4 if part == "int8" else 2  # int32 sums, or bfloat16
     flush = timing.scrub_pays(case.m * case.k + case.k * case.n + out_bytes * case.m * case.n,
@@ -345,7 +347,7 @@ def _candidates(a: Any, b: Any, c: Any, dtype: str, precision: str | None, check
     where ``names`` is given, only those rungs' candidates."""
     import xgemm
 
-    from . import cost, gpu, timing
+    from .. import cost, gpu, timing
 
     found: list[dict[str, Any]] = []
     launches = []
@@ -392,7 +394,8 @@ def add_candidates(rows: Sequence[dict[str, Any]], names: Collection[str], *,
     """
     import torch
 
-    from . import bench, timing
+    from .. import timing
+    from . import bench
 
     for i, row in enumerate(rows):
         if row.get("status") != "ok" or "candidates" not in row:

@@ -61,10 +61,10 @@ def _parser() -> argparse.ArgumentParser:
                             "16x4096x4096), beside cupy.matmul and torch.matmul")
     bench.add_argument("--suite", choices=(*PARTS, "random", "models"),
                        help="auto against cuBLAS on one part of the practitioner's suite "
-                            "(xgemm.suite): kernel time and queued time per call; 'random' "
+                            "(xgemm.tools.suite): kernel time and queued time per call; 'random' "
                             "(a seeded sample of shapes) and 'models' (public models' "
                             "linears) in --dtype (--precision tf32), with auto's regret "
-                            "(xgemm.generalisation)")
+                            "(xgemm.tools.generalisation)")
     bench.add_argument("--seed", type=int, default=1, help="--suite random: the sample's seed")
     bench.add_argument("--count", type=int, default=36,
                        help="--suite random: how many shapes")
@@ -183,7 +183,7 @@ def _strategy(parser: argparse.ArgumentParser) -> None:
 
 
 def _need_gpu(command: str) -> bool:
-    from .gpu import gpu_unavailable
+    from ..gpu import gpu_unavailable
 
     reason = gpu_unavailable()
     if reason:
@@ -195,7 +195,7 @@ def _sweep(args: argparse.Namespace) -> int:
     if args.family:
         os.environ["CUPY_TF32"] = "0"
         return _sweep_family(args)
-    from .registry import get_variant
+    from ..registry import get_variant
     from .tuning import expand, sweep
 
     # a TF32 rung is measured against cuBLAS in TF32, exact ones against exact cuBLAS
@@ -218,7 +218,7 @@ def _sweep(args: argparse.Namespace) -> int:
 
 
 def _sweep_family(args: argparse.Namespace) -> int:
-    from .registry import get_variant
+    from ..registry import get_variant
 
     if args.space or args.strategy != "exhaustive" or args.max_points or args.seconds \
             or args.csv:
@@ -237,8 +237,8 @@ def _sweep_family(args: argparse.Namespace) -> int:
 
 def _tune(args: argparse.Namespace) -> int:
     os.environ["CUPY_TF32"] = "0"
-    from .registry import get_variant
-    from .tunefile import cache_path, tune_cache
+    from ..registry import get_variant
+    from ..tunefile import cache_path, tune_cache
     from .tuning import SweepResults, tune
 
     for name in args.variants or []:
@@ -299,7 +299,7 @@ def _usage_error(message: str, command: str = "bench"):
 
 
 def _bench_family(args: argparse.Namespace) -> int:
-    from .registry import get_variant
+    from ..registry import get_variant
 
     if args.sizes or args.precision or args.csv or args.plot or args.roofline:
         _usage_error("--family takes its cases from --shapes (RxC or N) and writes --json; "
@@ -440,7 +440,7 @@ def _bench(args: argparse.Namespace) -> int:
     if args.suite:
         return _bench_suite(args)
     if args.dtype in ("float8", "int8"):
-        _usage_error(f"--dtype {args.dtype} is for --suite random (xgemm.suite's 8-bit "
+        _usage_error(f"--dtype {args.dtype} is for --suite random (xgemm.tools.suite's 8-bit "
                      "parts: --suite float8 or int8)")
     if args.overhead:
         return _bench_overhead(args)
@@ -448,7 +448,7 @@ def _bench(args: argparse.Namespace) -> int:
         return _bench_family(args)
     # cuBLAS in exact float32, like the kernels, or in TF32 against the TF32 rungs
     os.environ["CUPY_TF32"] = "1" if args.precision == "tf32" else "0"
-    from .registry import get_variant, variants
+    from ..registry import get_variant, variants
 
     names = args.variants or ["auto"] * bool(args.precision) + [
         name for name in variants() if get_variant(name).precision == args.precision
@@ -549,7 +549,7 @@ def _copy_constants(path: str) -> tuple[float, float, float]:
 def _calibrate(args: argparse.Namespace) -> int:
     import json
 
-    from . import cost
+    from .. import cost
 
     rows, machine = [], {}
     for path in args.json:

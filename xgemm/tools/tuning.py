@@ -26,15 +26,16 @@ from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from . import bench, registry
-from .gpu import gpu_name
-from .registry import get_variant
-from .tunefile import tune_cache
+from .. import registry
+from ..gpu import gpu_name
+from ..registry import get_variant
+from ..tunefile import tune_cache
+from . import bench
 
 
 # -- sweeps ----------------------------------------------------------------------------
 class SweepResults(list):
-    """A list of :class:`xgemm.bench.Result`, fastest first, failures last."""
+    """A list of :class:`xgemm.tools.bench.Result`, fastest first, failures last."""
 
     @property
     def best(self):

@@ -37,12 +37,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import declarations as _ladder  # noqa: F401  (registers the ladder)
-from .registry import get_variant, variants
+from .. import declarations as _ladder  # noqa: F401  (registers the ladder)
+from ..registry import get_variant, variants
 from .suite import PARTS, geomean
 
 #: The repository xgemm is imported from (README.md and bench/ beside the package).
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 #: The results README.md is rendered from, relative to the repository.
 RESULTS = Path("bench") / "results" / "h100"
 #: The sizes (M = N = K) the ladder table reports.

@@ -10,10 +10,10 @@ from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from ..memory_bound import PLANNERS
+from ..registry import get_variant, numpy_dtype, variants
+from ..timing import time_launches
 from .bench import relative_error
-from .memory_bound import PLANNERS
-from .registry import get_variant, numpy_dtype, variants
-from .timing import time_launches
 
 #: Each family's default cases: the issue's targets (8192^2 float32 for transpose,
 #: reverse and the stencil, 2^28 elements for sum), plus odd sizes.
