@@ -40,8 +40,12 @@ def render(template: str, **variables: object) -> str:
 
     Rendering is cached: the same template and variables return the same string.
 
-    >>> src = render("gemm/03_tiled.cu.j2", tile=16, dtype="float")
-    >>> "constexpr int TILE = 16;" in src
+    A variant's source (``Variant.source``) renders its template with every variable its
+    templates read: its parameters and its specialisation's.
+
+    >>> import xgemm
+    >>> tiled = xgemm.get_variant("tiled")
+    >>> "constexpr int TILE = 16;" in tiled.source({"tile": 16}, xgemm.Spec("float32"))
     True
     """
     return _render(template, tuple(sorted(variables.items())))

@@ -8,7 +8,7 @@ flushed before each timed launch when the operands would fit in it; cuBLAS
 result checked against cuBLAS's before it is timed: a wrong one is reported, not timed.
 
 Example:
-    >>> from xgemm import bench
+    >>> from xgemm.tools import bench
     >>> results = bench.run(["tiled", "vectorized"], [(1024, 1024, 1024)])  # doctest: +SKIP
     >>> print(bench.table(results, bench.machine_info()))  # doctest: +SKIP
 """

@@ -14,7 +14,7 @@ events around each single call of a prepared launch, the GPU held busy while the
 makes the call (``xgemm.timing.time_launches``), so it is the GPU's time alone.
 
 Example:
-    >>> from xgemm import overhead
+    >>> from xgemm.tools import overhead
     >>> rows = overhead.host_rows(calls=200)  # doctest: +SKIP
     >>> print(overhead.table(rows))  # doctest: +SKIP
 """

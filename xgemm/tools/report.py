@@ -21,7 +21,7 @@ with a diff where README.md differs from what the results render; ``xgemm report
 --write`` rewrites the regions. Nothing here needs CuPy or a GPU.
 
 Example:
-    >>> from xgemm import report
+    >>> from xgemm.tools import report
     >>> results = report.load("bench/results/h100")  # doctest: +SKIP
     >>> print(report.ladder_table(results))  # doctest: +SKIP
 """
