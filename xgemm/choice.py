@@ -7,6 +7,7 @@ and precision, and forgotten when this process writes the tuning file.
 from __future__ import annotations
 
 import functools
+from dataclasses import dataclass
 
 from . import gpu, tunefile
 from .registry import cdiv, get_variant
@@ -28,6 +29,29 @@ SKINNY_EIGHT_BIT = 16
 #: K from which an 8-bit product of few tiles (128 x 128 tiles for at most half the SMs)
 #: takes rung 25, its tiles cut along K: 48 of rung 18's 128-deep phases.
 CUT_TILES_K = 48 * 128
+
+
+Pick = tuple[str, dict[str, int]]
+
+
+@dataclass(frozen=True)
+class _Asked:
+    """What the rules look at: the product, its dtype and precision, the GPU."""
+
+    m: int
+    n: int
+    k: int
+    dtype: str
+    cc: int
+    precision: str | None
+    sms: int
+    batch: int
+    a_row_major: bool
+    scale_vectors: bool
+
+    def tiles(self, bm: int, bn: int) -> int:
+        """Tiles of ``bm`` x ``bn`` in the whole batch's outputs."""
+        return cdiv(self.m, bm) * cdiv(self.n, bn) * self.batch
 
 
 def heuristic(m: int, n: int, k: int, dtype: str = "float32", cc: int = 90,
@@ -79,11 +103,19 @@ def heuristic(m: int, n: int, k: int, dtype: str = "float32", cc: int = 90,
     ...  for k in (4096, 12960)]
     ['wgmma_8bit', 'wgmma_8bit_last_round', 'wgmma_8bit', 'wgmma_8bit_last_round']
     """
-    outputs = m * n
+    asked = _Asked(m, n, k, dtype, cc, precision, sms, batch, a_row_major, scale_vectors)
+    for rule in _RULES:
+        found = rule(asked)
+        if found is not None:
+            return found
+    return _cuda_cores(asked)
 
-    def tiles(bm: int, bn: int) -> int:  # of the whole batch
-        return cdiv(m, bm) * cdiv(n, bn) * batch
 
+def _eight_bit_small(q: _Asked) -> Pick | None:
+    """8-bit products that rung 18's TMA ring does not suit: int8 before Hopper, few
+    rows or columns over a long K, small int8 products."""
+    m, n, k, dtype, cc, sms, batch = q.m, q.n, q.k, q.dtype, q.cc, q.sms, q.batch
+    tiles = q.tiles
     eight_bit = get_variant("wgmma_8bit")
     if dtype == "int8" and not eight_bit.runs_on(cc):  # int8 before Hopper: rung 19, 64 x 64
         params = dict(get_variant("mma_int8").defaults)  # tiles where its own leave SMs idle
@@ -107,6 +139,14 @@ def heuristic(m: int, n: int, k: int, dtype: str = "float32", cc: int = 90,
         # int8 seeds 10 and 11; longer K or larger C ran faster on rung 18)
         return "mma_int8", {**get_variant("mma_int8").defaults, "BM": 64, "BN": 64,
                             "WM": 32, "WN": 32, "STAGES": 4}
+    return None
+
+
+def _eight_bit_hopper(q: _Asked) -> Pick | None:
+    """The other 8-bit products: rung 25 for few tiles over a long K, else rung 18."""
+    k, dtype, sms, batch, scale_vectors = q.k, q.dtype, q.sms, q.batch, q.scale_vectors
+    tiles = q.tiles
+    eight_bit = get_variant("wgmma_8bit")
     if (dtype in eight_bit.dtypes and tiles(128, 128) <= sms // 2 and k >= CUT_TILES_K
             and batch == 1):
         # few tiles, long K: rung 25 cuts each tile's K into pieces, so every SM streams
@@ -132,6 +172,14 @@ def heuristic(m: int, n: int, k: int, dtype: str = "float32", cc: int = 90,
                 or scale_vectors and k < SCALED_LONG_K):
             params.update(BN=128, STAGES=4)
         return eight_bit.name, params
+    return None
+
+
+def _few_rows(q: _Asked) -> Pick | None:
+    """One 16-bit product of a few rows over a long K, A read row-major: rung 17."""
+    m, n, k, dtype, cc, precision, sms, batch = (q.m, q.n, q.k, q.dtype, q.cc, q.precision,
+                                                  q.sms, q.batch)
+    a_row_major, tiles = q.a_row_major, q.tiles
     rows = get_variant("wgmma_rows")
     if (dtype in rows.dtypes and rows.runs_on(cc) and precision is None
             and (m <= 32 and k >= 4096 or m <= 16 and k >= 2048)
@@ -149,6 +197,14 @@ def heuristic(m: int, n: int, k: int, dtype: str = "float32", cc: int = 90,
         bn = 64 if 2 * tiles(bm, 64) <= sms else 128
         return rows.name, {**rows.defaults, "BM": bm, "BN": bn,
                            "SPLITS": 2 if 4 * tiles(bm, bn) >= sms else 4}
+    return None
+
+
+def _hopper(q: _Asked) -> Pick | None:
+    """Outputs of 2^16 elements or more on sm_90's tensor cores: rung 14, rung 16 for
+    few tiles over a long K, rung 28 for many tiles over a short K."""
+    m, n, k, dtype, cc, precision, sms = q.m, q.n, q.k, q.dtype, q.cc, q.precision, q.sms
+    outputs, tiles = m * n, q.tiles
     wgmma = get_variant("wgmma_tf32" if precision == "tf32" else "wgmma")
     if dtype in wgmma.dtypes and wgmma.runs_on(cc) and outputs >= 1 << 16:
         # 16-bit measurements in bench/results/h100/evidence/small_shape_sweeps.txt and
@@ -186,12 +242,27 @@ def heuristic(m: int, n: int, k: int, dtype: str = "float32", cc: int = 90,
             # 256 wide; batched_grid.txt, auto_rules.txt)
             params.update(SPREAD=1, BN=min(params["BN"], 128))
         return wgmma.name, params
+    return None
+
+
+def _tensor_cores(q: _Asked) -> Pick | None:
+    """Outputs of 2^16 elements or more on sm_80's tensor cores: rungs 12, 12' and 15."""
+    dtype, cc, precision, sms, tiles = q.dtype, q.cc, q.precision, q.sms, q.tiles
+    outputs = q.m * q.n
     mma = get_variant({"tf32": "mma_tf32"}.get(precision, "dmma" if dtype == "float64" else "mma"))
     if dtype in mma.dtypes and mma.runs_on(cc) and outputs >= 1 << 16:
         params = dict(mma.defaults)
         if tiles(params["BM"], params["BN"]) < sms:  # fewer tiles than SMs
             params.update(BM=64, BN=64, WM=32, WN=32)
         return mma.name, params
+    return None
+
+
+def _cuda_cores(q: _Asked) -> Pick:
+    """The rest, on the CUDA cores: split-K for float32 outputs of few tiles over a long
+    K, then by the output's size: rung 9 or rung 5 (large), rung 9 on 64 x 64 tiles
+    (mid-sized float32), rung 4 or rung 3 (small)."""
+    k, dtype, sms, outputs, tiles = q.k, q.dtype, q.sms, q.m * q.n, q.tiles
     splitk = get_variant("splitk")
     blocks = tiles(splitk.defaults["BM"], splitk.defaults["BN"])
     if dtype in splitk.dtypes and blocks < 2 * sms and k >= 4096:
@@ -223,6 +294,10 @@ def heuristic(m: int, n: int, k: int, dtype: str = "float32", cc: int = 90,
     else:
         name = "coarse1d" if outputs >= 1 << 18 else "tiled"
     return name, dict(get_variant(name).defaults)
+
+
+#: The rules in the order they are asked: the first that answers picks.
+_RULES = (_eight_bit_small, _eight_bit_hopper, _few_rows, _hopper, _tensor_cores)
 
 
 @functools.lru_cache(maxsize=4096)
