@@ -87,6 +87,11 @@ CALIBRATION_ENV = "XGEMM_CALIBRATION"
 SM_THREADS, SM_SHARED = 2048, 228 * 1024
 #: Blocks an SM holds at most, and its registers.
 SM_BLOCKS, SM_REGISTERS = 32, 65536
+#: What each part of the random suites multiplies (the ``part`` of a suite file's rows, whose
+#: candidates' times a calibration is fitted on): (dtype, precision).
+PARTS = {"float16": ("float16", None), "bfloat16": ("bfloat16", None),
+         "float32": ("float32", None), "tf32": ("float32", "tf32"),
+         "float64": ("float64", None)}
 #: Layout keys: how A and B are read, "N" row-major, "T" column-major.
 LAYOUTS = ("NN", "NT", "TN", "TT")
 
@@ -505,8 +510,6 @@ def samples_of(rows: Iterable[Mapping[str, Any]], sms: int,
     far slower than the best, timed once and dropped) are left out, and so are points
     ``auto`` does not weigh for the row's dtype now (a rung's ``auto_dtypes``, a
     candidate dropped since the rows were timed): no constants are fitted for them."""
-    from .tools.generalisation import PARTS
-
     found: dict[tuple[str, str], list[Sample]] = {}
     for row in rows:
         if row.get("status") != "ok" or "candidates" not in row:
@@ -650,8 +653,6 @@ def occupancies(rows: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, int]]:
     threads, its shared memory."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from .tools.generalisation import PARTS
-
     todo: dict[tuple[str, str], tuple[Variant, dict, str]] = {}
     for row in rows:
         dtype, precision = PARTS.get(row.get("part"), (None, None))
@@ -683,8 +684,6 @@ def pick_regret(rows: Iterable[Mapping[str, Any]], cal: Calibration
     """How the model's picks among each row's timed candidates compare with the fastest
     of them (measured time of the pick over the best): the geometric mean and each row's.
     What ``fit`` chooses the copy penalty by; the suites measure auto itself."""
-    from .tools.generalisation import PARTS
-
     regrets = []
     for row in rows:  # candidates timed once (far slower than the best) are left out
         timed = [c for c in row.get("candidates", ())

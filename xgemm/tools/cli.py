@@ -76,7 +76,7 @@ def _parser() -> argparse.ArgumentParser:
                             "shapes for calibration: 16)")
     bench.add_argument("--min-k", type=int, default=None,
                        help="--suite random: draw K from this up (to --max-k: a stratum of "
-                            "short K over large outputs for calibration: 256 to 1024)")
+                            "short K over large outputs for calibration: 256 to 2048)")
     bench.add_argument("--max-m", type=int, default=None,
                        help="--suite random: draw M from 1 to this, unrounded (a stratum of "
                             "few rows for calibration: 64, with --multiple 64)")

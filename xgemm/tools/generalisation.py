@@ -34,6 +34,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
+from .. import cost
+
 #: The largest dimension the random sample draws.
 MAX_DIM = 16384
 #: The most floating-point operations (2 M N K) of a random case: 2^38, 275 GFLOP.
@@ -199,10 +201,8 @@ def model_cases(tokens: Iterable[int] = TOKENS, models: Sequence[Model] = MODELS
 
 
 # -- measuring -------------------------------------------------------------------------------
-#: What each part multiplies: (dtype, precision).
-PARTS = {"float16": ("float16", None), "bfloat16": ("bfloat16", None),
-         "float32": ("float32", None), "tf32": ("float32", "tf32"),
-         "float64": ("float64", None)}
+#: What each part multiplies: (dtype, precision), as the calibration reads the files.
+PARTS = cost.PARTS
 
 
 def operands(case: Product, dtype: str, seed: int) -> tuple[Any, Any, Any]:
@@ -347,7 +347,7 @@ def _candidates(a: Any, b: Any, c: Any, dtype: str, precision: str | None, check
     where ``names`` is given, only those rungs' candidates."""
     import xgemm
 
-    from .. import cost, gpu, timing
+    from .. import gpu, timing
 
     found: list[dict[str, Any]] = []
     launches = []
