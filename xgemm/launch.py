@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .checks import Layout, layout_of
+from .registry import ExtraArg, Source
 from .tma import INVALID_CONTEXT
 
 if TYPE_CHECKING:
@@ -546,12 +547,14 @@ def _enqueued(plan: Any, a: Any, b: Any, target: Any, bias: Any, alpha: float, b
         ptr_bias = bias.data.ptr
     else:
         ptr_bias = pointer(bias)
+    # The call's addresses, indexed by registry.Source: A, B, C, then split-K's (or rung
+    # 25's) partial sums and their counters, then an 8-bit product's scales (null: none)
     ptrs = (ptr_a, ptr_b, ptr_c)
-    if plan.partials_bytes:  # split-K or rung 25: partial sums, and their counters
+    if plan.partials_bytes:
         ptrs += _split_k(plan, stream_ptr, keep)
-    if plan.scaled:  # an 8-bit product's scales (null: none), after split-K's two places
-        ptrs += (0, 0)[:5 - len(ptrs)] + tuple(0 if x is None else pointer(x)
-                                             for x in (scale_a, scale_b))
+    if plan.scaled:
+        ptrs += (0, 0)[:Source.SCALE_A - len(ptrs)] + tuple(
+            0 if x is None else pointer(x) for x in (scale_a, scale_b))
     # The arguments of a recent call that had these addresses and scalars are these too:
     # a loop over the same arrays builds them once, and so does one whose output and
     # copies trade the memory pool's blocks from call to call.
@@ -590,21 +593,21 @@ def _launches(plan: Any, ptrs: tuple[int, ...], ptr_bias: int, alpha: float, bet
     for chunk in plan.chunks:
         args = [ptrs[0] + chunk.offsets[0], ptrs[1] + chunk.offsets[1],
                 ptrs[2] + chunk.offsets[2], *plan.sizes, ptr_bias, *scalars]
-        args += [_extra(ptrs, *arg) for arg in chunk.extra]
+        args += [_extra(ptrs, arg) for arg in chunk.extra]
         launches.append((geometry(function, chunk.grid, plan.block, plan.shared_mem),
                          Arguments(args)))
     return tuple(launches)
 
 
-def _extra(ptrs: tuple[int, ...], source: int, offset: int, geometry: tuple | None
-           ) -> int | ByValue:
-    """One of a variant's extra arguments (``Variant.extra_args``): a workspace pointer,
-    or a tensor map of A, B or C (empty where the kernel reads none: source -1)."""
-    if source < 0:
+def _extra(ptrs: tuple[int, ...], arg: ExtraArg) -> int | ByValue:
+    """One of a variant's extra arguments (``Variant.extra_args``), as its plan says: a
+    pointer (a workspace, a scale vector), or a tensor map of A, B or C (an empty one
+    where the kernel reads none)."""
+    if arg.source is Source.NONE:
         return empty_map()
-    if geometry is None:
-        return ptrs[source] + offset
-    return tensor_map(ptrs[source] + offset, *geometry)
+    if arg.geometry is None:
+        return ptrs[arg.source] + arg.offset
+    return tensor_map(ptrs[arg.source] + arg.offset, *arg.geometry)
 
 
 def _padded(plan: Any, ptr_a: int, ptr_b: int, itemsize: int, keep: list, stream_ptr: int

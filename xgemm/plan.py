@@ -66,6 +66,8 @@ from .registry import (
     MAX_GRID,
     NARROW,
     WIDE_OUTPUT,
+    ExtraArg,
+    Source,
     Spec,
     Variant,
     cdiv,
@@ -295,9 +297,7 @@ class Chunk:
 
     grid: tuple[int, ...]
     offsets: tuple[int, int, int]   # bytes into A, B and C of product ``first``
-    extra: tuple[tuple[int, int, tuple | None], ...]  # per extra argument: its source
-    # (0 A, 1 B, 2 C, 3 partials, 4 arrivals, 5 scale_a, 6 scale_b; -1 an empty map), byte
-    # offset, map geometry
+    extra: tuple[ExtraArg, ...]  # the variant's extra arguments, in its order
 
 
 @dataclass
@@ -1139,20 +1139,21 @@ def _pad_of(full_shape: tuple[int, ...], source: Layout, padded: Layout, itemsiz
 
 def _extra_arg(arg: str, v: Variant, p: dict[str, int], shapes: Shapes, arrays: tuple,
                layouts: tuple, offsets: tuple, first: int, count: int,
-               workspace_bytes: tuple[int, int]) -> tuple[int, int, tuple | None]:
-    """(source, byte offset, tensor-map geometry) of one of ``v``'s extra arguments for
-    the chunk of ``count`` products from ``first``: see ``xgemm.launch``.
+               workspace_bytes: tuple[int, int]) -> ExtraArg:
+    """One of ``v``'s extra arguments for the chunk of ``count`` products from ``first``
+    (``xgemm.launch`` turns it into a pointer or a tensor map).
     ``workspace_bytes``: split-K's partials and counters per product."""
-    if arg in ("partials", "arrivals"):
-        source = 3 if arg == "partials" else 4
-        return source, first * workspace_bytes[source - 3], None
+    if arg == "partials":
+        return ExtraArg(Source.PARTIALS, first * workspace_bytes[0], None)
+    if arg == "arrivals":
+        return ExtraArg(Source.ARRIVALS, first * workspace_bytes[1], None)
     if arg in ("scale_a", "scale_b"):  # shared by the whole batch
-        return (5 if arg == "scale_a" else 6), 0, None
+        return ExtraArg(Source.SCALE_A if arg == "scale_a" else Source.SCALE_B, 0, None)
     operand = arg.removeprefix("tensor_map_")
     index = "abc".index(operand)
     box = v.tma_box(operand, p)
     if box == 0 or (operand != "c" and shapes.k == 0):
-        return -1, 0, None  # a map the kernel does not read
+        return ExtraArg(Source.NONE, 0, None)  # a map the kernel does not read
     x, layout = arrays[index], layouts[index]
     rows, cols = ((shapes.m, shapes.k), (shapes.k, shapes.n), (shapes.m, shapes.n))[index]
     k_contiguous = (not layout.col, layout.col, True)[index]
@@ -1160,9 +1161,9 @@ def _extra_arg(arg: str, v: Variant, p: dict[str, int], shapes: Shapes, arrays: 
     inner, outer = (rows, cols) if layout.col else (cols, rows)
     batched = layout.batch_stride != 0
     stride = layout.batch_stride if batched else layout.ld * outer
-    return index, offsets[index], (
+    return ExtraArg(Source(index), offsets[index], (
         x.dtype.name, (inner, outer, count if batched else 1),
-        (layout.ld * item, stride * item), (row, box if k_contiguous else row, 1))
+        (layout.ld * item, stride * item), (row, box if k_contiguous else row, 1)))
 
 
 def _flags(v: Variant, arrays: tuple, layouts: tuple, shapes: Shapes

@@ -10,11 +10,13 @@ can vary and what must hold, and an error can quote the rule it broke.
 from __future__ import annotations
 
 import difflib
+import enum
 import functools
 import itertools
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import CodeType
+from typing import NamedTuple
 
 import numpy as np
 
@@ -171,6 +173,35 @@ Params = dict[str, int]
 #: The extra kernel arguments a variant may declare (``Variant.extra_args``).
 EXTRA_ARGS = ("tensor_map_a", "tensor_map_b", "tensor_map_c", "partials", "arrivals",
               "scale_a", "scale_b")
+
+
+class Source(enum.IntEnum):
+    """Where an extra argument's address comes from: its place in the tuple of a call's
+    addresses that ``xgemm.launch`` builds (A, B, C, then split-K's workspace, then an
+    8-bit product's scales). ``NONE``: an empty tensor map, for a kernel that reads none."""
+
+    A = 0
+    B = 1
+    C = 2
+    PARTIALS = 3
+    ARRIVALS = 4
+    SCALE_A = 5
+    SCALE_B = 6
+    NONE = -1
+
+
+class ExtraArg(NamedTuple):
+    """One extra kernel argument of a launch (``Variant.extra_args``), as planned: the
+    address it starts from, bytes past it, and for a tensor map its geometry (dtype name,
+    extents, strides in bytes, box); None for a plain pointer.
+
+    >>> ExtraArg(Source.PARTIALS, 4096, None).source.name
+    'PARTIALS'
+    """
+
+    source: Source
+    offset: int
+    geometry: tuple | None
 
 
 @dataclass(frozen=True)
