@@ -9,6 +9,7 @@ signature find the plan and launch it (``xgemm.launch``).
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 from . import autotune
@@ -20,7 +21,8 @@ from .registry import Spec, get_variant
 #: The variant ``matmul`` uses when none is named: "auto", the tuned or ruled choice.
 DEFAULT_VARIANT = AUTO
 
-__all__ = ["AUTO", "DEFAULT_VARIANT", "TUNE", "Launch", "gemm", "matmul", "prepare", "source"]
+__all__ = ["AUTO", "DEFAULT_VARIANT", "TUNE", "Launch", "gemm", "matmul", "prepare", "product",
+           "source"]
 
 
 def _planned(a: Any, b: Any, variant: str, target: Any, target_name: str, bias: Any,
@@ -142,8 +144,12 @@ def matmul(a: Any, b: Any, variant: str = DEFAULT_VARIANT, out: Any = None,
     arrays, PyTorch's (``torch.cuda.current_stream``) for PyTorch tensors, so it is
     ordered with the work around it and can be captured in a CUDA graph. Nothing in a
     call waits for the GPU or copies between host and device. Arrays on two GPUs are
-    refused with a ValueError naming each one's GPU. PyTorch tensors are read as they
-    are: xgemm records no gradients.
+    refused with a ValueError naming each one's GPU.
+
+    PyTorch: where a tensor requires grad (and grad mode is on), or under
+    ``torch.compile``, the call goes through ``xgemm.torch.matmul``, a PyTorch operator
+    with a backward made of xgemm's products (no ``out``, ``out_dtype`` or 8-bit scales
+    there); otherwise the result records no gradient.
 
     Cost: the first call with a signature (shapes, strides, dtypes, address alignment,
     GPU, variant, epilogue, precision, ``out``) checks and plans; later calls look the
@@ -161,6 +167,52 @@ def matmul(a: Any, b: Any, variant: str = DEFAULT_VARIANT, out: Any = None,
         >>> y = xgemm.matmul(a, w.T, bias=bias, activation="relu")  # (8, 100, 30)
         >>> bool(cp.allclose(y, cp.maximum(a @ w.T + bias, 0), rtol=1e-4, atol=1e-4))
         True
+    """
+    if (out is None and out_dtype is None and scale_a is None and scale_b is None
+            and formats is None and _through_autograd(a, b, bias)):
+        from . import torch as xgemm_torch  # (needs PyTorch: a is a PyTorch tensor)
+
+        return xgemm_torch.matmul(a, b, bias=bias, activation=activation, variant=variant,
+                                  precision=precision, **params)
+    return product(a, b, variant, out, bias=bias, activation=activation, precision=precision,
+                   out_dtype=out_dtype, scale_a=scale_a, scale_b=scale_b, formats=formats,
+                   **params)
+
+
+#: PyTorch's Tensor type and its two mode queries, looked up once PyTorch is imported
+_torch_hooks: tuple[Any, Any, Any] | None = None
+
+
+def _through_autograd(a: Any, b: Any, bias: Any) -> bool:
+    """Whether a product the PyTorch operator can express (no ``out``, ``out_dtype`` or
+    8-bit scales: the caller asks first) goes through it (``xgemm.torch``): PyTorch
+    tensors that record a graph (one requires grad, grad mode on), or traced by
+    ``torch.compile``. Every call asks, so in few steps: a CuPy call pays a lookup."""
+    global _torch_hooks
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return False
+    if _torch_hooks is None:
+        _torch_hooks = (torch.Tensor, torch.compiler.is_compiling, torch.is_grad_enabled)
+    tensor, compiling, grad_enabled = _torch_hooks
+    return isinstance(a, tensor) and (compiling() or grad_enabled() and (
+        a.requires_grad or getattr(b, "requires_grad", False)
+        or bias is not None and getattr(bias, "requires_grad", False)))
+
+
+def product(a: Any, b: Any, variant: str = DEFAULT_VARIANT, out: Any = None,
+            *, bias: Any = None, activation: str | None = None, precision: str | None = None,
+            out_dtype: str | None = None, scale_a: Any = None, scale_b: Any = None,
+            formats: Any = None, **params: int) -> Any:
+    """:func:`matmul` outside autograd: the kernels' product, whatever the tensors
+    record (``xgemm.torch``'s operator runs this).
+
+    Example:
+        >>> import cupy as cp, xgemm
+        >>> a = cp.random.standard_normal((30, 20), dtype=cp.float32)
+        >>> c = xgemm.api.product(a, a.T)
+        >>> c.shape
+        (30, 30)
     """
     if scale_a is None and scale_b is None and formats is None:  # most calls: a lookup
         key = call_key(a, b, out, "out", bias, variant, params, activation, precision,

@@ -1,0 +1,224 @@
+"""xgemm.torch: the PyTorch operator, its fake implementation, its backward, tracing by
+torch.compile and the Linear swap. Without a GPU the operator runs on meta tensors (its
+fake implementation) and, for the backward's formulas, on a float64 CPU kernel the tests
+register (torch.matmul); the GPU tests run xgemm's own kernels."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+torch = pytest.importorskip("torch", reason="xgemm.torch needs PyTorch")
+xt = pytest.importorskip("xgemm.torch")
+
+import xgemm  # noqa: E402
+
+# shapes as numpy.matmul takes them: 1-D operands, batches, broadcast batches, K = 0
+SHAPES = [((7, 5), (5, 3)), ((5,), (5, 3)), ((7, 5), (5,)), ((5,), (5,)),
+          ((2, 7, 5), (5, 3)), ((7, 5), (4, 5, 3)), ((2, 1, 7, 5), (3, 5, 4)), ((7, 0), (0, 3))]
+ACTIVATIONS = [None, "relu", "gelu", "silu"]
+
+
+def _id(shapes) -> str:
+    return "@".join("x".join(map(str, s)) for s in shapes)
+
+
+def test_xgemm_imports_without_pytorch():
+    code = ("import sys; sys.modules['torch'] = None; import xgemm; "
+            "assert xgemm.variants() and 'xgemm.torch' not in sys.modules")
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+@pytest.mark.parametrize("a_shape, b_shape", SHAPES, ids=[_id(s) for s in SHAPES])
+def test_fake_result_is_what_the_kernel_returns(a_shape, b_shape):
+    """Shape as torch.matmul's, the inputs' dtype, contiguous: what xgemm.matmul returns."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with FakeTensorMode():
+        a = torch.empty(a_shape, device="cuda", dtype=torch.bfloat16)
+        b = torch.empty(b_shape, device="cuda", dtype=torch.bfloat16)
+        c = torch.ops.xgemm.matmul(a, b, None, "none", "auto", None, "")
+        expected = torch.matmul(a, b)
+    assert c.shape == expected.shape and c.dtype == torch.bfloat16 and c.is_contiguous()
+
+
+def test_fake_refuses_what_matmul_refuses():
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with FakeTensorMode(), pytest.raises(ValueError, match="last dimension"):
+        xt.matmul(torch.empty(3, 4, device="cuda"), torch.empty(5, 2, device="cuda"))
+
+
+def test_activation_names_are_checked():
+    with pytest.raises(ValueError, match="activation 'tanh'"):
+        xt.matmul(torch.empty(3, 4, device="meta"), torch.empty(4, 2, device="meta"),
+                  activation="tanh")
+
+
+@pytest.fixture
+def cpu_reference():
+    """The operator on CPU tensors: torch.matmul and the epilogue, so that gradcheck can
+    check the backward's formulas (made of the operator itself) where there is no GPU."""
+    import torch.nn.functional as F
+
+    def reference(a, b, bias, activation, variant, precision, tiles):
+        z = torch.matmul(a, b) + (0 if bias is None else bias)
+        return {"none": z, "relu": torch.relu(z), "silu": F.silu(z),
+                "gelu": F.gelu(z, approximate="tanh")}[activation].contiguous()
+
+    library = torch.library.Library("xgemm", "IMPL")
+    library.impl("matmul", reference, "CPU")
+    yield
+    library._destroy()
+
+
+@pytest.mark.parametrize("activation", ACTIVATIONS)
+@pytest.mark.parametrize("a_shape, b_shape", SHAPES[:-1], ids=[_id(s) for s in SHAPES[:-1]])
+@pytest.mark.parametrize("through", ["matmul", "operator"])
+def test_backward_formulas(cpu_reference, a_shape, b_shape, activation, through):
+    """gradcheck (float64) of a, b and bias: numpy.matmul's broadcasting reduced back,
+    1-D operands, each activation; through xgemm.torch.matmul (activations after the
+    product) and the operator itself (its fused activation's derivative)."""
+    generator = torch.Generator().manual_seed(0)
+
+    def rand(*shape):
+        return torch.randn(*shape, generator=generator, dtype=torch.float64,
+                           requires_grad=True)
+
+    a, b = rand(*a_shape), rand(*b_shape)
+    n = b_shape[-1] if len(b_shape) > 1 else None
+    bias = rand(n) if n else None
+    if through == "matmul":
+        def f(a, b, bias):
+            return xt.matmul(a, b, bias=bias, activation=activation)
+    else:
+        def f(a, b, bias):
+            return torch.ops.xgemm.matmul(a, b, bias, activation or "none", "auto", None, "")
+    assert torch.autograd.gradcheck(f, (a, b, bias))
+
+
+def test_torch_compile_traces_without_a_graph_break():
+    """A block of linears through xgemm.torch and a call of xgemm.matmul, forward and
+    backward, compile with fullgraph (meta tensors: the fake implementation)."""
+    model = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.GELU(approximate="tanh"),
+                                torch.nn.Linear(128, 64)).to("meta")
+    xt.swap_linears(model)
+    w = torch.empty(32, 64, device="meta", requires_grad=True)
+
+    def step(x):
+        return (model(x) @ w.T).sum() + xgemm.matmul(x, w.T, activation="silu").sum()
+
+    x = torch.empty(4, 16, 64, device="meta", requires_grad=True)
+    explained = torch._dynamo.explain(step)(x)
+    assert explained.graph_break_count == 0, explained.break_reasons
+    torch._dynamo.reset()
+    loss = torch.compile(step, fullgraph=True, backend="aot_eager")(x)
+    loss.backward()
+    assert x.grad.shape == x.shape and w.grad.shape == w.shape
+    assert model[0].weight.grad.shape == model[0].weight.shape
+
+
+def test_xgemm_matmul_records_a_graph_only_where_asked():
+    x = torch.empty(3, 8, device="meta", requires_grad=True)
+    w = torch.empty(4, 8, device="meta")
+    assert xgemm.matmul(x, w.T).grad_fn is not None
+    # the direct path: meta tensors are no GPU arrays
+    with torch.no_grad(), pytest.raises(ValueError):
+        xgemm.matmul(x, w.T)
+
+
+def test_swap_linears_keeps_the_parameters():
+    class Scaled(torch.nn.Linear):  # a subclass may change forward: left as it is
+        def forward(self, x):
+            return 2 * super().forward(x)
+
+    model = torch.nn.ModuleDict({"up": torch.nn.Linear(8, 16), "down": torch.nn.Linear(16, 8),
+                                 "head": torch.nn.Linear(8, 4, bias=False),
+                                 "scaled": Scaled(8, 8)})
+    before = {name: p for name, p in model.named_parameters()}
+    state = model.state_dict()
+    xt.swap_linears(model, keep=lambda name, module: name != "head")
+    assert type(model["up"]) is xt.Linear and type(model["down"]) is xt.Linear
+    assert type(model["head"]) is torch.nn.Linear and type(model["scaled"]) is Scaled
+    assert all(p is before[name] for name, p in model.named_parameters())
+    assert model.state_dict().keys() == state.keys()
+
+
+def test_linear_is_an_nn_linear():
+    layer = xt.Linear(8, 4, activation="relu", device="meta")
+    assert isinstance(layer, torch.nn.Linear) and "activation=relu" in repr(layer)
+    assert layer(torch.empty(2, 3, 8, device="meta")).shape == (2, 3, 4)
+
+
+# -- on the GPU: xgemm's kernels ---------------------------------------------------------
+GPU_SHAPES = [((7, 5), (5, 3)), ((2, 7, 5), (5, 3)), ((3, 1, 7, 5), (2, 5, 4)), ((5,), (5, 3))]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("activation", ACTIVATIONS)
+@pytest.mark.parametrize("a_shape, b_shape", GPU_SHAPES, ids=[_id(s) for s in GPU_SHAPES])
+def test_gradcheck_on_the_gpu(a_shape, b_shape, activation):
+    """gradcheck in float64 of xgemm's own kernels (forward and backward products)."""
+    generator = torch.Generator("cuda").manual_seed(1)
+
+    def rand(*shape):
+        return torch.randn(*shape, generator=generator, dtype=torch.float64, device="cuda",
+                           requires_grad=True)
+
+    a, b, bias = rand(*a_shape), rand(*b_shape), rand(b_shape[-1])
+    assert torch.autograd.gradcheck(
+        lambda a, b, bias: xt.matmul(a, b, bias=bias, activation=activation), (a, b, bias))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
+def test_gradients_match_pytorch(dtype):
+    """A two-layer MLP's every gradient against PyTorch's, within the dtype's rounding
+    (relative Frobenius error against float64 gradients of the same values)."""
+    kind = getattr(torch, dtype)
+    torch.manual_seed(2)
+    reference = torch.nn.Sequential(torch.nn.Linear(96, 200), torch.nn.GELU(approximate="tanh"),
+                                    torch.nn.Linear(200, 72)).cuda().double()
+    ours = xt.swap_linears(torch.nn.Sequential(torch.nn.Linear(96, 200),
+                                               torch.nn.GELU(approximate="tanh"),
+                                               torch.nn.Linear(200, 72)).cuda().to(kind))
+    ours.load_state_dict({k: v.to(kind) for k, v in reference.state_dict().items()})
+    x = torch.randn(3, 37, 96, device="cuda", dtype=kind)
+    reference(x.double()).square().mean().backward()
+    ours(x).float().square().mean().backward()
+    tolerance = {"float32": 1e-5, "float16": 2e-2, "bfloat16": 4e-2}[dtype]
+    for (name, p), q in zip(ours.named_parameters(), reference.parameters(), strict=True):
+        error = ((p.grad.double() - q.grad).norm() / q.grad.norm()).item()
+        assert error < tolerance, f"{name}: {error:.3g}"
+
+
+@pytest.mark.gpu
+def test_autocast_casts_as_torch_matmul_does():
+    a = torch.randn(8, 16, device="cuda")
+    b = torch.randn(16, 4, device="cuda")
+    with torch.autocast("cuda", dtype=torch.bfloat16):
+        assert xt.matmul(a, b).dtype == torch.matmul(a, b).dtype == torch.bfloat16
+
+
+@pytest.mark.gpu
+def test_compiled_and_graphed_forward_matches():
+    """torch.compile(fullgraph) of a block on xgemm linears gives the eager loss; its
+    forward captured in a CUDA graph replays with the same result."""
+    torch.manual_seed(3)
+    model = xt.swap_linears(torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.ReLU(),
+                                                torch.nn.Linear(64, 64)).cuda())
+    x = torch.randn(5, 64, device="cuda")
+    eager = model(x)
+    compiled = torch.compile(model, fullgraph=True)(x)
+    assert torch.allclose(compiled, eager, rtol=1e-5, atol=1e-5)
+    static = x.clone()
+    with torch.no_grad():
+        model(static)  # plans and compiles before the capture
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            out = model(static)
+        static.copy_(torch.randn_like(x))
+        graph.replay()
+        assert torch.allclose(out, model(static), rtol=1e-5, atol=1e-5)

@@ -1,0 +1,251 @@
+"""xgemm's products as PyTorch operators: differentiable, traced by ``torch.compile``
+without a graph break, and captured in CUDA graphs.
+
+``xgemm.matmul`` on PyTorch tensors launches a kernel and returns a tensor outside
+autograd; this module registers the product as a ``torch.library`` custom operator,
+``torch.ops.xgemm.matmul``, with a fake implementation (the result's shape, dtype and
+strides, for tracing) and a backward made of the same operator (``dA = dC @ B^T``,
+``dB = A^T @ dC``, the bias's gradient, the activation's derivative). Importing it needs
+PyTorch; ``import xgemm`` does not.
+
+Example:
+    >>> import torch, xgemm.torch  # doctest: +SKIP
+    >>> x = torch.randn(8, 128, 512, device="cuda", requires_grad=True)  # doctest: +SKIP
+    >>> layer = xgemm.torch.Linear(512, 256, device="cuda")  # doctest: +SKIP
+    >>> layer(x).sum().backward()  # doctest: +SKIP
+    >>> x.grad.shape, layer.weight.grad.shape  # doctest: +SKIP
+    (torch.Size([8, 128, 512]), torch.Size([256, 512]))
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+import torch.nn.functional as F
+
+from . import api
+from .registry import ACTIVATIONS
+
+__all__ = ["Linear", "linear", "matmul", "swap_linears"]
+
+
+def _result_shape(a: torch.Tensor, b: torch.Tensor) -> tuple[int, ...]:
+    """The shape of ``a @ b`` under numpy.matmul's rules (1-D operands, broadcast
+    batches); raises ValueError where they refuse it."""
+    if a.dim() == 0 or b.dim() == 0:
+        raise ValueError(f"matmul needs operands of 1 dimension or more, got {a.dim()}-D "
+                         f"and {b.dim()}-D: multiply a scalar with *")
+    a_shape = (1, *a.shape) if a.dim() == 1 else tuple(a.shape)
+    b_shape = (*b.shape, 1) if b.dim() == 1 else tuple(b.shape)
+    if a_shape[-1] != b_shape[-2]:
+        raise ValueError(f"a's last dimension ({a_shape[-1]}) must match b's "
+                         f"{'only' if b.dim() == 1 else 'second to last'} ({b_shape[-2]})")
+    batch = torch.broadcast_shapes(a_shape[:-2], b_shape[:-2])
+    shape = (*batch, a_shape[-2], b_shape[-1])
+    if a.dim() == 1:
+        shape = shape[:-2] + shape[-1:]
+    if b.dim() == 1:
+        shape = shape[:-1]
+    return tuple(shape)
+
+
+def _tiles_text(params: dict[str, int]) -> str:
+    """Tile parameters as the operator takes them (its schema has no mapping): "BM=64,BN=128"."""
+    return ",".join(f"{name}={value}" for name, value in sorted(params.items()))
+
+
+def _tiles(text: str) -> dict[str, int]:
+    pairs = (item.split("=") for item in text.split(",") if item)
+    return {name: int(value) for name, value in pairs}
+
+
+@torch.library.custom_op("xgemm::matmul", mutates_args=(), device_types="cuda")
+def _matmul(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None, activation: str,
+            variant: str, precision: str | None, tiles: str) -> torch.Tensor:
+    """``activation(a @ b + bias)`` by xgemm's kernels (``xgemm.api.product``)."""
+    return api.product(a, b, variant=variant, bias=bias,
+                       activation=None if activation == "none" else activation,
+                       precision=precision, **_tiles(tiles))
+
+
+@_matmul.register_fake
+def _(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None, activation: str,
+      variant: str, precision: str | None, tiles: str) -> torch.Tensor:
+    # xgemm.matmul returns a new contiguous tensor of a's dtype
+    return a.new_empty(_result_shape(a, b))
+
+
+def _as_matrices(a: torch.Tensor, b: torch.Tensor, grad: torch.Tensor):
+    """a, b and the result's gradient with the dimensions numpy.matmul adds to 1-D
+    operands put back: a (..., M, K), b (..., K, N), grad (..., M, N)."""
+    if a.dim() == 1 and b.dim() == 1:
+        return a.view(1, -1), b.view(-1, 1), grad.reshape(1, 1)
+    if a.dim() == 1:
+        return a.unsqueeze(0), b, grad.unsqueeze(-2)
+    if b.dim() == 1:
+        return a, b.unsqueeze(-1), grad.unsqueeze(-1)
+    return a, b, grad
+
+
+def _setup_context(ctx, inputs, output) -> None:
+    a, b, bias, activation, variant, precision, tiles = inputs
+    ctx.activation, ctx.variant, ctx.precision, ctx.tiles = activation, variant, precision, tiles
+    ctx.has_bias = bias is not None
+    # the operands, the bias where the activation's derivative needs the product again
+    # (gelu, silu), the result where relu's is read from it
+    ctx.save_for_backward(a, b, bias if activation in ("gelu", "silu") else None,
+                          output if activation == "relu" else None)
+
+
+def _backward(ctx, grad: torch.Tensor):
+    a, b, bias, result = ctx.saved_tensors
+    op = torch.ops.xgemm.matmul
+    if ctx.activation == "relu":
+        grad = grad * (result > 0)
+    elif ctx.activation != "none":  # gelu, silu: the product again, then its derivative
+        with torch.enable_grad():
+            z = op(a, b, bias, "none", ctx.variant, ctx.precision, ctx.tiles).requires_grad_()
+            y = F.gelu(z, approximate="tanh") if ctx.activation == "gelu" else F.silu(z)
+            (grad,) = torch.autograd.grad(y, z, grad)
+    grad_a = grad_b = grad_bias = None
+    if ctx.has_bias and ctx.needs_input_grad[2]:
+        grad_bias = grad.reshape(-1, grad.shape[-1]).sum(0) if grad.dim() > 1 else grad
+    a2, b2, g2 = _as_matrices(a, b, grad)
+    if ctx.needs_input_grad[0]:
+        grad_a = op(g2, b2.mT, None, "none", ctx.variant, ctx.precision, ctx.tiles)
+        grad_a = grad_a.sum_to_size(a2.shape).view(a.shape)
+    if ctx.needs_input_grad[1]:
+        if b2.dim() == 2:  # one b for the batch (a weight): one product over all its rows
+            k, n = b2.shape
+            grad_b = op(a2.reshape(-1, k).mT, g2.reshape(-1, n), None, "none", ctx.variant,
+                        ctx.precision, ctx.tiles)
+        else:
+            grad_b = op(a2.mT, g2, None, "none", ctx.variant, ctx.precision, ctx.tiles)
+            grad_b = grad_b.sum_to_size(b2.shape)
+        grad_b = grad_b.view(b.shape)
+    return grad_a, grad_b, grad_bias, None, None, None, None
+
+
+_matmul.register_autograd(_backward, setup_context=_setup_context)
+
+
+def _autocast(*tensors: torch.Tensor | None) -> tuple[torch.Tensor | None, ...]:
+    """The tensors as ``torch.matmul`` takes them under ``torch.autocast("cuda")``: the
+    floating ones cast to the autocast dtype; as they are outside autocast."""
+    if not torch.is_autocast_enabled("cuda"):
+        return tensors
+    dtype = torch.get_autocast_dtype("cuda")
+    return tuple(t.to(dtype) if t is not None and t.is_floating_point()
+                 and t.element_size() > 1 else t for t in tensors)
+
+
+def _activation_name(activation: str | None) -> str:
+    name = "none" if activation is None else activation
+    if name not in ACTIVATIONS:
+        raise ValueError(f"activation {activation!r} is not one of {ACTIVATIONS[1:]} or None")
+    return name
+
+
+def matmul(a: torch.Tensor, b: torch.Tensor, *, bias: torch.Tensor | None = None,
+           activation: str | None = None, variant: str = api.DEFAULT_VARIANT,
+           precision: str | None = None, **params: int) -> torch.Tensor:
+    """``activation(a @ b + bias)`` with ``xgemm.matmul``'s semantics, as a PyTorch
+    operator: differentiable in ``a``, ``b`` and ``bias``, traced by ``torch.compile``
+    (no graph break) and cast as ``torch.matmul`` is under ``torch.autocast``.
+
+    Example:
+        >>> a = torch.randn(4, 100, 64, device="cuda", requires_grad=True)  # doctest: +SKIP
+        >>> w = torch.randn(32, 64, device="cuda", requires_grad=True)  # doctest: +SKIP
+        >>> xgemm.torch.matmul(a, w.T, activation="relu").sum().backward()  # doctest: +SKIP
+        >>> w.grad.shape  # doctest: +SKIP
+        torch.Size([32, 64])
+    """
+    name, tiles = _activation_name(activation), _tiles_text(params)
+    a, b, bias = _autocast(a, b, bias)
+    if name != "none" and torch.is_grad_enabled() and any(
+            t is not None and t.requires_grad for t in (a, b, bias)):
+        # recording a graph: the product, then PyTorch's activation, whose backward keeps
+        # the product rather than computing it again
+        z = torch.ops.xgemm.matmul(a, b, bias, "none", variant, precision, tiles)
+        return torch.relu(z) if name == "relu" else (
+            F.gelu(z, approximate="tanh") if name == "gelu" else F.silu(z))
+    return torch.ops.xgemm.matmul(a, b, bias, name, variant, precision, tiles)
+
+
+def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None,
+           activation: str | None = None, *, variant: str = api.DEFAULT_VARIANT) -> torch.Tensor:
+    """``F.linear(x, weight, bias)`` (``x @ weight.T + bias``), then ``activation``, on
+    xgemm's kernels: :func:`matmul` with the weight read in place through its transpose.
+
+    Example:
+        >>> x = torch.randn(2, 10, 64, device="cuda", dtype=torch.bfloat16)  # doctest: +SKIP
+        >>> w = torch.randn(32, 64, device="cuda", dtype=torch.bfloat16)  # doctest: +SKIP
+        >>> xgemm.torch.linear(x, w, activation="gelu").shape  # doctest: +SKIP
+        torch.Size([2, 10, 32])
+    """
+    return matmul(x, weight.T, bias=bias, activation=activation, variant=variant)
+
+
+class Linear(torch.nn.Linear):
+    """``torch.nn.Linear`` whose forward runs on xgemm: the same parameters, ``state_dict``
+    and initialisation, and optionally an activation fused into the product.
+
+    Example:
+        >>> layer = xgemm.torch.Linear(64, 32, device="cuda")  # doctest: +SKIP
+        >>> layer(torch.randn(5, 64, device="cuda")).shape  # doctest: +SKIP
+        torch.Size([5, 32])
+    """
+
+    def __init__(self, in_features: int, out_features: int, bias: bool = True,
+                 device=None, dtype=None, *, activation: str | None = None,
+                 variant: str = api.DEFAULT_VARIANT) -> None:
+        super().__init__(in_features, out_features, bias, device=device, dtype=dtype)
+        self.activation, self.variant = _activation_name(activation), variant
+
+    @classmethod
+    def from_linear(cls, module: torch.nn.Linear, *, variant: str = api.DEFAULT_VARIANT
+                    ) -> Linear:
+        """A Linear sharing ``module``'s parameters (the same tensors: an optimiser built
+        on the old module trains the new one)."""
+        new = cls.__new__(cls)
+        torch.nn.Module.__init__(new)
+        new.in_features, new.out_features = module.in_features, module.out_features
+        new.weight, new.bias = module.weight, module.bias
+        new.activation, new.variant = "none", variant
+        return new
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return linear(x, self.weight, self.bias, None if self.activation == "none"
+                      else self.activation, variant=self.variant)
+
+    def extra_repr(self) -> str:
+        return super().extra_repr() + (f", activation={self.activation}"
+                                       if self.activation != "none" else "") + (
+            f", variant={self.variant}" if self.variant != api.DEFAULT_VARIANT else "")
+
+
+def swap_linears(model: torch.nn.Module,
+                 keep: Callable[[str, torch.nn.Linear], bool] | None = None, *,
+                 variant: str = api.DEFAULT_VARIANT) -> torch.nn.Module:
+    """Replace, in place, every ``torch.nn.Linear`` of ``model`` (for which ``keep(name,
+    module)`` is true, where given) by a :class:`Linear` on the same parameters; returns
+    ``model``. Run it before building the optimiser or after: the parameters are the
+    same tensors.
+
+    Example:
+        >>> model = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.ReLU())  # doctest: +SKIP
+        >>> xgemm.torch.swap_linears(model)[0]  # doctest: +SKIP
+        Linear(in_features=64, out_features=64, bias=True)
+    """
+    swaps: list[tuple[torch.nn.Module, str, torch.nn.Linear]] = []
+    for name, module in model.named_modules():
+        for child_name, child in module.named_children():
+            full = f"{name}.{child_name}" if name else child_name
+            # nn.Linear itself: a subclass may change its forward (and ours is done)
+            if type(child) is torch.nn.Linear and (keep is None or keep(full, child)):
+                swaps.append((module, child_name, child))
+    for parent, child_name, child in swaps:
+        setattr(parent, child_name, Linear.from_linear(child, variant=variant))
+    return model
+
