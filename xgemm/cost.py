@@ -111,6 +111,11 @@ class Shape:
     transposed: tuple[int, ...] = ()  # bytes of each operand it transposes first
     #: C's rows are not whole multiples of 16 bytes: no TMA store, narrower stores
     ragged_c: bool = False
+    #: the bytes that every row of A, B and C (as read: extent and leading dimension)
+    #: holds a whole multiple of, the largest power of two up to 16; 16 where not known.
+    #: A rung specialised on alignment (``Variant.flags``) runs its narrow path below its
+    #: groups' size.
+    row_bytes: int = 16
 
 
 @dataclass(frozen=True)
@@ -133,8 +138,13 @@ class Constants:
     #: seconds per byte of C written besides, where C's rows are ragged (``Shape.ragged_c``)
     ragged_store: float = 0.0
 
-    def step_for(self, layout: str) -> float:
-        return (self.layout_step or {}).get(layout, self.full_step)
+    def step_for(self, layout: str, narrow: bool = False) -> float:
+        """full_step in ``layout``, on the rung's narrow path where ``narrow`` (key
+        ``layout + "u"``) if it was measured there."""
+        steps = self.layout_step or {}
+        if narrow and layout + "u" in steps:
+            return steps[layout + "u"]
+        return steps.get(layout, self.full_step)
 
 
 def point_key(name: str, params: Mapping[str, int]) -> str:
@@ -212,6 +222,9 @@ class Work:
     tma_store: bool = False
     #: the rung runs its narrow path here (:func:`ragged`): C costs ``ragged_store`` a byte
     ragged: bool = False
+    #: the rung's alignment flags are false here (:func:`narrow_path`): it reads A and B
+    #: by narrower loads, its own step (``Constants.step_for``)
+    narrow: bool = False
 
 
 def work(v: Variant, params: Mapping[str, int], dtype: str, shape: Shape, sms: int,
@@ -240,7 +253,8 @@ def work(v: Variant, params: Mapping[str, int], dtype: str, shape: Shape, sms: i
         dram += 2 * splits * out * (8 if dtype == "float64" else 4)
     return Work(tiles, blocks, cdiv(tiles, blocks), rounds, sharing, last_sharing, steps,
                 min(steps, params.get("STAGES", 0)), dram, out * item,
-                bool(params.get("TMA_STORE")), ragged(v, shape, item))
+                bool(params.get("TMA_STORE")), ragged(v, shape, item),
+                narrow_path(v, shape, item))
 
 
 # -- the constants ----------------------------------------------------------------------------
@@ -372,7 +386,7 @@ def estimate_near(v: Variant, params: Mapping[str, int], dtype: str, shape: Shap
 def predict(c: Constants, w: Work, shape: Shape, cal: Calibration, choosing: bool = True
             ) -> float:
     """The model's formula (the module's text) for counted work ``w``."""
-    full = c.step_for(shape.layout)
+    full = c.step_for(shape.layout, w.narrow)
     walk = w.tiles_per_block * w.steps * ((w.rounds - 1) * max(w.sharing * full, c.latency)
                                           + max(w.last_sharing * full, c.latency))
     compute = w.rounds * w.tiles_per_block * (c.tile + w.fill_steps * c.fill) + walk
@@ -556,6 +570,35 @@ def ragged(v: Variant, shape: Shape, item: int) -> bool:
     return shape.ragged_c
 
 
+def narrow_path(v: Variant, shape: Shape, item: int) -> bool:
+    """Whether ``v``, specialised on alignment, runs its narrow path on ``shape``: its
+    "aligned" flag (groups of four elements) or "aligned16" flag (16 bytes) false.
+
+    >>> import xgemm
+    >>> mma = xgemm.get_variant("mma_staged_c")
+    >>> narrow_path(mma, Shape(99, 87, 99, row_bytes=2), 2), narrow_path(mma, Shape(99, 88, 99), 2)
+    (True, False)
+    """
+    if "aligned16" in v.flags:
+        return shape.row_bytes < 16
+    if "aligned" in v.flags:
+        return shape.row_bytes < 4 * item
+    return False
+
+
+def row_bytes(*extents: int, item: int) -> int:
+    """The largest power of two up to 16 that divides every one of ``extents`` (rows'
+    lengths and leading dimensions, in elements) times ``item`` bytes.
+
+    >>> row_bytes(87, 817, item=2), row_bytes(88, 816, item=2)
+    (2, 16)
+    """
+    together = 16
+    for extent in extents:
+        together = math.gcd(together, extent * item)
+    return together
+
+
 def row_shape(row: Mapping[str, Any], batch: int, item: int, copies: Sequence[str]) -> Shape:
     """A suite row's product as the model sees it, with the operands its candidate
     padded (``copies``, by name): their bytes and lines."""
@@ -564,7 +607,9 @@ def row_shape(row: Mapping[str, Any], batch: int, item: int, copies: Sequence[st
     lines = {"a": batch * (m if layout[0] == "N" else k), "b": k if layout[1] == "N" else n}
     return Shape(m, n, k, batch, layout, padded=tuple(sizes[x] for x in copies),
                  padded_lines=tuple(lines[x] for x in copies),
-                 ragged_c=ragged_rows(n, item))
+                 ragged_c=ragged_rows(n, item),
+                 row_bytes=row_bytes(k if layout[0] == "N" else m,
+                                     n if layout[1] == "N" else k, n, item=item))
 
 
 def fit_copies(samples: Iterable[tuple[int, int, float]]) -> tuple[float, float, float]:
@@ -633,7 +678,17 @@ def fit(rows: Iterable[Mapping[str, Any]], gpu: str, sms: int, bandwidth: float,
         per_layout = {}
         for layout in LAYOUTS:
             mine = [s for s in samples if s[1].layout == layout]
-            if len(mine) >= min_samples:
+            # a rung specialised on alignment: its narrow path's step apart, where both
+            # paths were measured enough
+            narrow = [s for s in mine if s[0].narrow]
+            wide = [s for s in mine if not s[0].narrow]
+            if len(narrow) >= min_samples and len(wide) >= min_samples:
+                per_layout[layout] = _refit_step(c, wide, cal)
+                # the same work by narrower loads is never faster: where its samples say
+                # so, the step hardly bounds them (a latency or a launch does)
+                per_layout[layout + "u"] = max(_refit_step(c, narrow, cal),
+                                               per_layout[layout])
+            elif len(mine) >= min_samples:
                 per_layout[layout] = _refit_step(c, mine, cal)
         if per_layout:
             c = dataclasses.replace(c, layout_step=per_layout)

@@ -850,9 +850,13 @@ def _priced_copies(v: Variant, p: dict[str, int], mats: tuple, layouts: list, re
     item = mats[0].itemsize
     sizes = (count * m * k * item, k * n * item)
     padded, lines, transposed, letters = [], [], [], ""
+    extents = [n]  # along each array's rows as read, and leading dimensions: C's
     for i, name in enumerate("ab"):
         into = v.transposed_into(name, p, m, n, k, sms) if copyable[i] else None
         letters += "T" if (into or read[i]) == "col" else "N"
+        along = ((m, k), (k, n))[i][(into or read[i]) == "row"]  # contiguous extent
+        ld = getattr(layouts[i], "ld", along)
+        extents += [along] if into not in (None, read[i]) else [along, ld]
         if into not in (None, read[i]):
             transposed.append(sizes[i])
         elif v.tma and k > 0 and not tma_ready(mats[i].data.ptr, layouts[i], item):
@@ -860,7 +864,8 @@ def _priced_copies(v: Variant, p: dict[str, int], mats: tuple, layouts: list, re
             lines.append((count * (m if read[0] == "row" else k), k if read[1] == "row" else n)[i])
     return cost.Shape(m, n, k, count, letters, padded=tuple(padded),
                       padded_lines=tuple(lines), transposed=tuple(transposed),
-                      ragged_c=cost.ragged_rows(n, item))  # C in the operands' dtype
+                      ragged_c=cost.ragged_rows(n, item),  # C in the operands' dtype
+                      row_bytes=cost.row_bytes(*extents, item=item))
 
 
 def _ranked(mats: tuple, layouts: list, read: list, copyable: list, shapes: Shapes,
