@@ -33,5 +33,6 @@ def _examples() -> list:
 @pytest.mark.parametrize("test", _examples())
 def test_docstring_example(test):
     runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS)
-    result = runner.run(test, out=lambda text: print(text, end=""))
-    assert result.failed == 0, f"{test.name}: {result.failed} of {result.attempted} failed"
+    report: list[str] = []  # doctest's own account of each failure (it owns stdout meanwhile)
+    result = runner.run(test, out=report.append)
+    assert result.failed == 0, f"{result.failed} of {result.attempted} failed:\n" + "".join(report)
