@@ -15,7 +15,6 @@ is the pick the file recorded (its ``auto_ms``); otherwise it is reported as unt
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import os
 import sys
@@ -25,6 +24,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from xgemm import gpu, plan  # noqa: E402
+from xgemm.tools.bench import load_json  # noqa: E402
 from xgemm.tools.generalisation import PARTS  # noqa: E402
 
 PLANNED = ("TMA_STORE",)  # set by the plan from C's rows, not by the choice
@@ -60,8 +60,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as empty:  # no tuned entries: the model's picks
         os.environ.setdefault("XGEMM_TUNE_CACHE", os.path.join(empty, "tuned.json"))
         for path in args.files:
-            with open(path) as f:
-                data = json.load(f)
+            data = load_json(path)  # .json or .json.gz
             rows = data["rows"] if isinstance(data, dict) else data
             machine = data.get("machine", {}) if isinstance(data, dict) else {}
             found = gpu.stand_in(machine)  # the GPU that measured the file

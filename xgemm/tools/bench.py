@@ -16,6 +16,7 @@ Example:
 from __future__ import annotations
 
 import csv
+import gzip
 import json
 import math
 import os
@@ -477,6 +478,21 @@ def table(results: Sequence[Result], machine: dict[str, Any] | None = None) -> s
     widths = [max(len(row[i]) for row in body) for i in range(len(COLUMNS))]
     return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
                      for row in body)
+
+
+def load_json(path: str | os.PathLike[str]) -> Any:
+    """A results file, as written or gzip-compressed (``.json.gz``: how
+    ``bench/results/<gpu>/evidence/`` keeps its large runs).
+
+    Example:
+        >>> import gzip, json, tempfile, pathlib
+        >>> path = pathlib.Path(tempfile.mkdtemp()) / "run.json.gz"
+        >>> _ = path.write_bytes(gzip.compress(json.dumps({"rows": []}).encode()))
+        >>> load_json(path)
+        {'rows': []}
+    """
+    raw = Path(path).read_bytes()
+    return json.loads(gzip.decompress(raw) if str(path).endswith(".gz") else raw)
 
 
 def write_json(path: str, results: Sequence[Result], machine: dict[str, Any]) -> None:

@@ -550,11 +550,11 @@ def _calibrate(args: argparse.Namespace) -> int:
     import json
 
     from .. import cost
+    from .bench import load_json
 
     rows, machine = [], {}
     for path in args.json:
-        with open(path) as f:
-            data = json.load(f)
+        data = load_json(path)
         rows += data.get("rows", [])
         machine = data.get("machine", machine)
     bandwidth = args.bandwidth or (machine.get("copy_bandwidth_gbs") or 3000.0) * 1e9
