@@ -120,6 +120,22 @@ def test_torch_compile_traces_without_a_graph_break():
     assert model[0].weight.grad.shape == model[0].weight.shape
 
 
+@pytest.mark.parametrize("through", ["eager", "operator"])
+def test_weight_gradient_comes_in_the_weights_layout(cpu_reference, through):
+    """x @ w.T: w's gradient reaches w contiguous, as w is, so autograd keeps it rather
+    than copying it into w's layout (a hidden copy a step, per weight)."""
+    x = torch.randn(6, 5, dtype=torch.float64, requires_grad=True)
+    w = torch.randn(3, 5, dtype=torch.float64, requires_grad=True)
+    seen = []
+    w.register_hook(lambda grad: seen.append(grad.is_contiguous()))
+    if through == "eager":
+        y = xt.linear(x, w)
+    else:
+        y = torch.ops.xgemm.matmul(x, w.T, None, "none", "auto", None, "")
+    y.sum().backward()
+    assert seen == [True]
+
+
 def test_xgemm_matmul_records_a_graph_only_where_asked():
     x = torch.empty(3, 8, device="meta", requires_grad=True)
     w = torch.empty(4, 8, device="meta")

@@ -5,8 +5,9 @@ without a graph break, and captured in CUDA graphs.
 autograd; this module registers the product as a ``torch.library`` custom operator,
 ``torch.ops.xgemm.matmul``, with a fake implementation (the result's shape, dtype and
 strides, for tracing) and a backward made of the same operator (``dA = dC @ B^T``,
-``dB = A^T @ dC``, the bias's gradient, the activation's derivative). Importing it needs
-PyTorch; ``import xgemm`` does not.
+``dB = A^T @ dC``, the bias's gradient, the activation's derivative). Where nothing
+traces (eager mode) the same product and backward are called directly, without the
+operator's dispatch. Importing it needs PyTorch; ``import xgemm`` does not.
 
 Example:
     >>> import torch, xgemm.torch  # doctest: +SKIP
@@ -23,6 +24,7 @@ from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
+from torch.autograd.function import once_differentiable
 
 from . import api
 from .registry import ACTIVATIONS
@@ -98,36 +100,94 @@ def _setup_context(ctx, inputs, output) -> None:
                           output if activation == "relu" else None)
 
 
-def _backward(ctx, grad: torch.Tensor):
-    a, b, bias, result = ctx.saved_tensors
-    op = torch.ops.xgemm.matmul
-    if ctx.activation == "relu":
+def _gradients(product: Callable, saved: tuple, activation: str, variant: str,
+               precision: str | None, tiles: str, has_bias: bool,
+               needs: tuple[bool, ...], grad: torch.Tensor) -> tuple:
+    """The gradients of ``activation(a @ b + bias)`` in a, b and bias, made by ``product``
+    (called as the operator is): ``dA = dC @ B^T``, ``dB = A^T @ dC`` with numpy.matmul's
+    broadcasting summed back, the bias's gradient, the activation's derivative.
+    ``saved``: a, b, the bias (gelu, silu) and the result (relu), as saved."""
+    a, b, bias, result = saved
+    if activation == "relu":
         grad = grad * (result > 0)
-    elif ctx.activation != "none":  # gelu, silu: the product again, then its derivative
+    elif activation != "none":  # gelu, silu: the product again, then its derivative
         with torch.enable_grad():
-            z = op(a, b, bias, "none", ctx.variant, ctx.precision, ctx.tiles).requires_grad_()
-            y = F.gelu(z, approximate="tanh") if ctx.activation == "gelu" else F.silu(z)
+            z = product(a, b, bias, "none", variant, precision, tiles).requires_grad_()
+            y = F.gelu(z, approximate="tanh") if activation == "gelu" else F.silu(z)
             (grad,) = torch.autograd.grad(y, z, grad)
     grad_a = grad_b = grad_bias = None
-    if ctx.has_bias and ctx.needs_input_grad[2]:
+    if has_bias and needs[2]:
         grad_bias = grad.reshape(-1, grad.shape[-1]).sum(0) if grad.dim() > 1 else grad
     a2, b2, g2 = _as_matrices(a, b, grad)
-    if ctx.needs_input_grad[0]:
-        grad_a = op(g2, b2.mT, None, "none", ctx.variant, ctx.precision, ctx.tiles)
+    if needs[0]:
+        grad_a = product(g2, b2.mT, None, "none", variant, precision, tiles)
         grad_a = grad_a.sum_to_size(a2.shape).view(a.shape)
-    if ctx.needs_input_grad[1]:
+    if needs[1]:
         if b2.dim() == 2:  # one b for the batch (a weight): one product over all its rows
             k, n = b2.shape
-            grad_b = op(a2.reshape(-1, k).mT, g2.reshape(-1, n), None, "none", ctx.variant,
-                        ctx.precision, ctx.tiles)
+            rows_a, rows_g = a2.reshape(-1, k), g2.reshape(-1, n)
+            if b2.mT.is_contiguous() and not b2.is_contiguous():
+                # b is a transposed view (x @ w.T): make w's gradient, dB^T = dC^T A, in
+                # w's own layout, so that autograd takes it as it is instead of copying it
+                grad_b = product(rows_g.mT, rows_a, None, "none", variant, precision,
+                                 tiles).mT
+            else:
+                grad_b = product(rows_a.mT, rows_g, None, "none", variant, precision, tiles)
         else:
-            grad_b = op(a2.mT, g2, None, "none", ctx.variant, ctx.precision, ctx.tiles)
+            grad_b = product(a2.mT, g2, None, "none", variant, precision, tiles)
             grad_b = grad_b.sum_to_size(b2.shape)
         grad_b = grad_b.view(b.shape)
-    return grad_a, grad_b, grad_bias, None, None, None, None
+    return grad_a, grad_b, grad_bias
+
+
+def _backward(ctx, grad: torch.Tensor):
+    return (*_gradients(torch.ops.xgemm.matmul, ctx.saved_tensors, ctx.activation,
+                        ctx.variant, ctx.precision, ctx.tiles, ctx.has_bias,
+                        ctx.needs_input_grad, grad), None, None, None, None)
 
 
 _matmul.register_autograd(_backward, setup_context=_setup_context)
+
+
+def _direct(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None, activation: str,
+            variant: str, precision: str | None, tiles: str) -> torch.Tensor:
+    """The operator's product without its dispatch: xgemm's kernels on CUDA tensors, the
+    operator itself on others (meta, fake, or CPU where a test registers a CPU kernel)."""
+    if type(a) is torch.Tensor and a.is_cuda:
+        return api.product(a, b, variant=variant, bias=bias,
+                           activation=None if activation == "none" else activation,
+                           precision=precision, **_tiles(tiles))
+    return torch.ops.xgemm.matmul(a, b, bias, activation, variant, precision, tiles)
+
+
+class _Eager(torch.autograd.Function):
+    """The operator's forward and backward, called directly where nothing traces them.
+    A custom operator's dispatch costs tens of microseconds a call on the host, and a
+    small model's training step is bounded by the host: examples/train_gpt.py's step ran
+    2.6-4.1 ms (11-18%) faster this way than through the operator
+    (bench/results/h100/evidence/train_gpt_eager_f22745d.txt)."""
+
+    @staticmethod
+    def forward(a, b, bias, activation, variant, precision, tiles):
+        return _direct(a, b, bias, activation, variant, precision, tiles)
+
+    setup_context = staticmethod(_setup_context)
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad):
+        return (*_gradients(_direct, ctx.saved_tensors, ctx.activation, ctx.variant,
+                            ctx.precision, ctx.tiles, ctx.has_bias, ctx.needs_input_grad,
+                            grad), None, None, None, None)
+
+
+def _product(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None, activation: str,
+             variant: str, precision: str | None, tiles: str) -> torch.Tensor:
+    """The operator where torch.compile traces, else the same product and backward
+    called directly (:class:`_Eager`)."""
+    if torch.compiler.is_compiling():
+        return torch.ops.xgemm.matmul(a, b, bias, activation, variant, precision, tiles)
+    return _Eager.apply(a, b, bias, activation, variant, precision, tiles)
 
 
 def _autocast(*tensors: torch.Tensor | None) -> tuple[torch.Tensor | None, ...]:
@@ -167,10 +227,10 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, bias: torch.Tensor | None = None
             t is not None and t.requires_grad for t in (a, b, bias)):
         # recording a graph: the product, then PyTorch's activation, whose backward keeps
         # the product rather than computing it again
-        z = torch.ops.xgemm.matmul(a, b, bias, "none", variant, precision, tiles)
+        z = _product(a, b, bias, "none", variant, precision, tiles)
         return torch.relu(z) if name == "relu" else (
             F.gelu(z, approximate="tanh") if name == "gelu" else F.silu(z))
-    return torch.ops.xgemm.matmul(a, b, bias, name, variant, precision, tiles)
+    return _product(a, b, bias, name, variant, precision, tiles)
 
 
 def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None,
