@@ -30,6 +30,57 @@ _env = jinja2.Environment(
 )
 
 
+#: wgmma's k (the k one instruction covers: 32 bytes of each row) by the CUDA input type
+_WGMMA_K = {"float": 8, "__half": 16, "__nv_bfloat16": 16, "__nv_fp8_e4m3": 32,
+            "__nv_fp8_e5m2": 32, "signed char": 32}
+
+
+def wgmma_function(dtype: str, n: int, mn_major: tuple[bool, bool]) -> str:
+    r"""The C++ of ``wgmma(acc, desc_a, desc_b)``: one ``wgmma.mma_async`` of shape
+    m64n``n``k (k from the CUDA input type ``dtype``), its ``n / 2`` accumulators a thread
+    bound one register each. ``mn_major``: whether A and B are MN-major (transposed), an
+    immediate pair 16-bit inputs take; tf32 and 8-bit inputs are K-major only, and int8's
+    (exact int32 sums) take no sign immediates either. Templates call it (a Jinja global)
+    with their tile's n; the input kinds come from the ``WGMMA_INPUTS`` macro of
+    ``_hopper.cuh.j2``.
+
+    >>> "m64n8k16.f32" in (text := wgmma_function("__nv_bfloat16", 8, (False, True)))
+    True
+    >>> "%4, %5, p, 1, 1, 0, 1;" in text
+    True
+    """
+    integer = dtype == "signed char"
+    values, indent = n // 2, " " * 17
+    kind, sums = ("r", "s32") if integer else ("f", "f32")
+    immediates = ("" if integer else ", 1, 1") + (
+        f", {int(mn_major[0])}, {int(mn_major[1])}" if dtype in ("__half", "__nv_bfloat16")
+        else "")
+    registers = [f"%{i}" for i in range(values)]
+    register_lines = [", ".join(registers[i:i + 16]) + (", " if i + 16 < values else "")
+                      for i in range(0, values, 16)]
+    bound = [f'"+{kind}"(acc[{i}])' for i in range(values)]
+    bound_lines = [", ".join(bound[i:i + 5]) for i in range(0, values, 5)]
+    asm = [r'"{\n.reg .pred p;\nsetp.ne.b32 p, %' + f'{values + 2}, 0;' + r'\n"',
+           f'"wgmma.mma_async.sync.aligned.m64n{n}k{_WGMMA_K[dtype]}.{sums}." '
+           'WGMMA_INPUTS " "',
+           '"{"', *(f'"{line}"' for line in register_lines), '"}, "',
+           f'"%{values}, %{values + 1}, p{immediates};' + r'\n}\n"']
+    return "\n".join([
+        f"// acc (64 x {n}, {values} values a thread) += A (64 x K_STEP) * B (K_STEP x {n}),",
+        "// both read from shared memory.",
+        f"__device__ __forceinline__ void wgmma(Sum (&acc)[{values}], "
+        "unsigned long long desc_a,",
+        " " * 38 + "unsigned long long desc_b)",
+        "{",
+        "    asm volatile(" + f"\n{indent}".join(asm),
+        f"{indent}: " + f",\n{indent}  ".join(bound_lines),
+        f'{indent}: "l"(desc_a), "l"(desc_b), "r"(1));',
+        "}", ""])
+
+
+_env.globals["wgmma_function"] = wgmma_function
+
+
 @functools.cache
 def _render(template: str, items: tuple[tuple[str, object], ...]) -> str:
     return _env.get_template(template).render(dict(items))
