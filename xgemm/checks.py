@@ -163,6 +163,21 @@ class Shapes:
         return math.prod(self.batch)
 
 
+def _broadcast(x: tuple[int, ...], y: tuple[int, ...]) -> tuple[int, ...] | None:
+    """The batch two batches broadcast to (NumPy's rule), or None where they do not. In
+    plain Python, so that PyTorch's symbolic sizes pass through it when traced."""
+    if x == y:  # unbatched, or the same batch
+        return tuple(x)
+    width = max(len(x), len(y))
+    x, y = (1,) * (width - len(x)) + tuple(x), (1,) * (width - len(y)) + tuple(y)
+    out = []
+    for p, q in zip(x, y, strict=True):
+        if p != q and 1 not in (p, q):
+            return None
+        out.append(q if p == 1 else p)
+    return tuple(out)
+
+
 def matmul_shapes(a: tuple[int, ...], b: tuple[int, ...]) -> Shapes:
     """numpy.matmul's shape rules; ValueError with both shapes where numpy raises one.
 
@@ -185,14 +200,12 @@ def matmul_shapes(a: tuple[int, ...], b: tuple[int, ...]) -> Shapes:
             f"a is {a} and b is {b}: a @ b needs a's last dimension to equal b's "
             f"{'only' if b_vector else 'second-to-last'} dimension ({a2[-1]} != {b2[-2]})"
         )
-    try:
-        batch = (a2[:-2] if a2[:-2] == b2[:-2]  # unbatched, or the same batch: no NumPy
-                 else tuple(np.broadcast_shapes(a2[:-2], b2[:-2])))
-    except ValueError:
+    batch = _broadcast(a2[:-2], b2[:-2])
+    if batch is None:
         raise ValueError(
             f"a is {a} and b is {b}: their batch dimensions {a2[:-2]} and {b2[:-2]} do not "
             "broadcast together (each pair must be equal, or one of them 1)"
-        ) from None
+        )
     m, k, n = a2[-2], a2[-1], b2[-1]
     out = batch + (() if a_vector else (m,)) + (() if b_vector else (n,))
     for size in (m, n, k):

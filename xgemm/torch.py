@@ -27,29 +27,10 @@ import torch.nn.functional as F
 from torch.autograd.function import once_differentiable
 
 from . import api
+from .checks import matmul_shapes
 from .registry import ACTIVATIONS
 
 __all__ = ["Linear", "linear", "matmul", "swap_linears"]
-
-
-def _result_shape(a: torch.Tensor, b: torch.Tensor) -> tuple[int, ...]:
-    """The shape of ``a @ b`` under numpy.matmul's rules (1-D operands, broadcast
-    batches); raises ValueError where they refuse it."""
-    if a.dim() == 0 or b.dim() == 0:
-        raise ValueError(f"matmul needs operands of 1 dimension or more, got {a.dim()}-D "
-                         f"and {b.dim()}-D: multiply a scalar with *")
-    a_shape = (1, *a.shape) if a.dim() == 1 else tuple(a.shape)
-    b_shape = (*b.shape, 1) if b.dim() == 1 else tuple(b.shape)
-    if a_shape[-1] != b_shape[-2]:
-        raise ValueError(f"a's last dimension ({a_shape[-1]}) must match b's "
-                         f"{'only' if b.dim() == 1 else 'second to last'} ({b_shape[-2]})")
-    batch = torch.broadcast_shapes(a_shape[:-2], b_shape[:-2])
-    shape = (*batch, a_shape[-2], b_shape[-1])
-    if a.dim() == 1:
-        shape = shape[:-2] + shape[-1:]
-    if b.dim() == 1:
-        shape = shape[:-1]
-    return tuple(shape)
 
 
 def _tiles_text(params: dict[str, int]) -> str:
@@ -74,8 +55,8 @@ def _matmul(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None, activat
 @_matmul.register_fake
 def _(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None, activation: str,
       variant: str, precision: str | None, tiles: str) -> torch.Tensor:
-    # xgemm.matmul returns a new contiguous tensor of a's dtype
-    return a.new_empty(_result_shape(a, b))
+    # xgemm.matmul returns a new contiguous tensor of a's dtype, of numpy.matmul's shape
+    return a.new_empty(matmul_shapes(tuple(a.shape), tuple(b.shape)).out)
 
 
 def _as_matrices(a: torch.Tensor, b: torch.Tensor, grad: torch.Tensor):
