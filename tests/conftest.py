@@ -207,7 +207,7 @@ def tma_copies(name, a, b) -> tuple[str, ...]:
     16-byte aligned. Every other rung reads every operand here in place."""
     import xgemm
     from xgemm.checks import layout_of
-    from xgemm.launch import tma_ready
+    from xgemm.operands import tma_ready
 
     if not xgemm.get_variant(name).tma or a.shape[-1] == 0:
         return ()
@@ -222,7 +222,7 @@ def auto_copies(launch, a, b) -> tuple[str, ...]:
     place whose rows TMA cannot read (padded)."""
     import xgemm.gpu
     from xgemm.checks import layout_of
-    from xgemm.launch import tma_ready
+    from xgemm.operands import tma_ready
 
     v, p = launch.variant, launch.params
     m, k = a.shape[-2:]

@@ -33,7 +33,8 @@ from typing import Any
 
 from . import gpu, tunefile
 from .checks import AUTO, TUNE, Scales
-from .launch import external_stream, run, stream_pointer
+from .frameworks import external_stream
+from .launch import run, stream_pointer
 from .plan import Plan, build
 from .timing import time_launches
 

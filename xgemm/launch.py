@@ -18,22 +18,20 @@ import functools
 import math
 import struct
 import threading
-import warnings
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .checks import Layout, layout_of
+from .frameworks import external_stream, pointer, to_cupy, torch_raw_stream
+from .operands import ready_operand, tma_padded
 from .registry import ExtraArg, Source
 from .tma import INVALID_CONTEXT
 
 if TYPE_CHECKING:
-    import cupy
+    pass
 
-#: What TMA needs of a global array: base address and every stride in multiples of this.
-TMA_ALIGNMENT = 16
 #: What a plan assumes of the address of an array each call allocates (its output, a
 #: transposed copy): CuPy's and PyTorch's pools align their blocks to 512 bytes.
 FRESH_ALIGNMENT = 64
@@ -41,142 +39,6 @@ FRESH_ALIGNMENT = 64
 TENSOR_MAP_CACHE_SIZE = 4096
 #: Sets of kernel arguments kept per plan, by the call's addresses and scalars.
 RECENT_ARGS = 8
-
-
-# -- arrays of either framework ----------------------------------------------------------
-@functools.cache
-def framework(kind: type) -> str | None:
-    """"cupy" for CuPy arrays, "torch" for PyTorch tensors, None for anything else (which
-    is converted to CuPy first, or refused)."""
-    if kind.__module__.startswith("cupy") and kind.__name__ == "ndarray":
-        return "cupy"
-    if kind.__module__.startswith("torch") and hasattr(kind, "data_ptr"):
-        return "torch"
-    return None
-
-
-def to_cupy(x: Any) -> cupy.ndarray:
-    """``x`` as a CuPy array, without a copy: a CuPy array itself, a view of a PyTorch
-    tensor or other DLPack or CUDA-array-interface object."""
-    import cupy
-
-    if isinstance(x, cupy.ndarray):
-        return x
-    if hasattr(x, "__dlpack__"):
-        if getattr(x, "requires_grad", False):
-            x = x.detach()  # xgemm does not record gradients: the values are the same
-        if framework(type(x)) == "torch" and x.is_floating_point() and x.element_size() == 1:
-            import torch  # float8: CuPy has no such dtype, so its bytes (the plan knows
-            #               the format from the tensor's dtype)
-            x = x.view(torch.uint8)
-        return cupy.from_dlpack(x)
-    return cupy.asarray(x)  # __cuda_array_interface__: a view, no copy
-
-
-def pointer(x: Any) -> int:
-    """The device address of a CuPy array's or a PyTorch tensor's first element."""
-    return x.data.ptr if framework(type(x)) == "cupy" else x.data_ptr()
-
-
-class _StreamHandle:
-    """A raw CUDA stream, as the CUDA stream protocol (``__cuda_stream__``) hands it over."""
-
-    def __init__(self, ptr: int) -> None:
-        self.ptr = ptr
-
-    def __cuda_stream__(self) -> tuple[int, int]:
-        return 0, self.ptr
-
-
-@functools.cache
-def external_stream(ptr: int, device: int):
-    """A CuPy handle on another framework's CUDA stream (PyTorch's), made once per stream."""
-    import cupy
-
-    from_external = getattr(cupy.cuda.Stream, "from_external", None)
-    if from_external is not None:
-        try:
-            return from_external(_StreamHandle(ptr))
-        except (TypeError, ValueError, AttributeError):
-            pass  # a CuPy whose from_external takes something else: the older handle
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)
-        return cupy.cuda.ExternalStream(ptr, device)
-
-
-@functools.cache
-def _torch_raw_stream() -> Any:
-    """How to ask PyTorch for its current stream's handle on a GPU: the raw query its own
-    launchers use (Triton's too), else the public one, which builds a Stream object."""
-    import torch
-
-    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
-    return raw or (lambda device: torch.cuda.current_stream(device).cuda_stream)
-
-
-# -- operands made ready for a kernel ---------------------------------------------------
-def ready_operand(x: cupy.ndarray, full_shape: tuple[int, ...], layouts: tuple[str, ...],
-                  name: str, variant: str, relayout: bool = False
-                  ) -> tuple[cupy.ndarray, Layout, bool]:
-    """``x`` (at least 2-D) broadcast to ``full_shape`` (*batch, rows, cols), the layout
-    the kernel reads it in, and whether it had to be copied. When its strides leave no
-    unit stride in the last two dimensions it is copied, once; when no single stride
-    walks its batch, the broadcast batch is. Where it has a layout the variant does not
-    read: copied into one it does with ``relayout`` (8-bit operands), else ValueError."""
-    import cupy
-
-    full = x if x.shape == full_shape else cupy.broadcast_to(x, full_shape)
-    found = layout_of(full.shape, full.strides, full.itemsize, layouts)
-    if found is not None:
-        return full, found, False
-    readable = layout_of(full.shape, full.strides, full.itemsize)
-    if readable is not None and not relayout:
-        have = "column" if readable.col else "row"
-        raise ValueError(
-            f"variant {variant!r} reads {name} {' or '.join(layouts)}-major only, and {name} is "
-            f"{have}-major; name a variant that reads both (e.g. 'tiled'), or pass {name} "
-            "in the layout this one reads"
-        )
-
-    def contiguous(y):  # in the variant's first layout, each matrix of the batch whole
-        if layouts[0] == "row":
-            return cupy.ascontiguousarray(y)
-        return cupy.swapaxes(cupy.ascontiguousarray(cupy.swapaxes(y, -1, -2)), -1, -2)
-
-    full = cupy.broadcast_to(contiguous(x), full_shape)
-    found = layout_of(full.shape, full.strides, full.itemsize, layouts)
-    if found is None:  # e.g. (2, 1, M, K) against (1, 3, K, N): materialise the batch
-        full = contiguous(full)
-        found = layout_of(full.shape, full.strides, full.itemsize, layouts)
-    return full, found, True
-
-
-def tma_ready(ptr: int, layout: Layout | None, itemsize: int) -> bool:
-    """Whether TMA can read an array at ``ptr`` in ``layout`` in place: its start, its
-    leading dimension and its batch stride are whole multiples of 16 bytes."""
-    return layout is not None and ptr % TMA_ALIGNMENT == 0 and all(
-        n * itemsize % TMA_ALIGNMENT == 0 for n in (layout.ld, layout.batch_stride))
-
-
-def tma_padded(x: cupy.ndarray, layout: Layout) -> tuple[cupy.ndarray, Layout]:
-    """``x`` (*batch, rows, cols) copied with its rows (columns, column-major) padded to
-    16 bytes, for TMA. A broadcast batch (stride 0) stays one padded matrix, broadcast."""
-    import cupy
-
-    group = TMA_ALIGNMENT // x.itemsize
-    broadcast = layout.batch_stride == 0 and x.ndim > 2
-    source = x[(0,) * (x.ndim - 2)] if broadcast else x
-    lines = cupy.swapaxes(source, -1, -2) if layout.col else source  # contiguous dim last
-    *batch, outer, inner = lines.shape
-    padded = cupy.empty((*batch, outer, -(-inner // group) * group), dtype=x.dtype)
-    view = padded[..., :inner]
-    view[...] = lines
-    if layout.col:
-        view = cupy.swapaxes(view, -1, -2)
-    if broadcast:
-        return cupy.broadcast_to(view, x.shape), Layout(layout.col, padded.shape[-1], 0)
-    found = layout_of(view.shape, view.strides, view.itemsize, ("col" if layout.col else "row",))
-    return view, Layout(layout.col, padded.shape[-1], found.batch_stride)  # ld even of 1 row
 
 
 # -- kernel arguments and launches, through the CUDA driver ------------------------------
@@ -354,7 +216,7 @@ def stream_pointer(plan: Any) -> int:
     """The handle of the stream a call of ``plan`` runs on, on the current device: the
     current stream of the plan's framework (PyTorch's for PyTorch tensors, else CuPy's)."""
     if plan.framework == "torch":
-        return _torch_raw_stream()(plan.device)
+        return torch_raw_stream()(plan.device)
     import cupy
 
     return cupy.cuda.get_current_stream().ptr

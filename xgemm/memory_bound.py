@@ -20,8 +20,8 @@ import numpy as np
 
 from .checks import dtype_name, layout_of, meta, on_gpu, one_device
 from .compile import get_kernel
+from .frameworks import to_cupy
 from .gpu import multiprocessors
-from .launch import to_cupy
 from .plan import check_device_limits, transpose_launch
 from .registry import FAMILY_DEFAULTS, WIDE_DTYPES, Spec, Variant, get_variant
 

@@ -48,17 +48,9 @@ from .checks import (
 )
 from .choice import TMA_PADDING_PAYS, choose, heuristic
 from .compile import PAD_THREADS, PAD_UNROLL, get_kernel, pad_kernel
-from .launch import (
-    TMA_ALIGNMENT,
-    framework,
-    geometry,
-    packed,
-    pointer,
-    ready_operand,
-    tma_padded,
-    tma_ready,
-    to_cupy,
-)
+from .frameworks import framework, pointer, to_cupy
+from .launch import geometry, packed
+from .operands import ready_operand, tma_padded, tma_ready
 from .registry import (
     DTYPES,
     EIGHT_BIT,
@@ -77,6 +69,7 @@ from .registry import (
     numpy_dtype,
     variants,
 )
+from .tma import ALIGNMENT as TMA_ALIGNMENT
 
 if TYPE_CHECKING:
     import cupy
