@@ -99,15 +99,15 @@ def test_auto_names_what_runs_where_its_pick_cannot(monkeypatch):
     """Before sm_90 auto's FP8 pick for most shapes (rung 18) cannot run: the refusal
     says so and names the rung that can; a variant named by the caller is refused as
     before."""
-    from xgemm import gpu, plan
+    from xgemm import checks, gpu
 
     monkeypatch.setattr(gpu, "compute_capability", lambda device: 80)
     v = xgemm.get_variant(NAME)
     with pytest.raises(ValueError, match="auto multiplies float8_e4m3fn products of this "
                        "shape on 'wgmma_8bit', built for sm_90a only.*only 'skinny'"):
-        plan.check_arch(v, E4M3, 0, auto=True)
+        checks.check_arch(v, E4M3, 0, auto=True)
     with pytest.raises(ValueError, match="needs compute capability 9.0 exactly"):
-        plan.check_arch(v, E4M3, 0)
+        checks.check_arch(v, E4M3, 0)
 
 
 def test_few_rows_or_columns_over_a_long_k_take_rung_20():

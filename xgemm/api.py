@@ -13,9 +13,9 @@ import sys
 from typing import Any
 
 from . import autotune
-from .checks import AUTO, TUNE, Scales, check_scalar, parse_activation, split_scales
+from .checks import AUTO, TUNE, Scales, check_factor, check_scalar, parse_activation, split_scales
 from .launch import run
-from .plan import PLANS, Plan, build, call_key, check_factor
+from .plan import PLANS, Plan, build, call_key
 from .registry import Spec, get_variant
 
 #: The variant ``matmul`` uses when none is named: "auto", the tuned or ruled choice.

@@ -18,11 +18,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .checks import dtype_name, layout_of, meta, on_gpu, one_device
+from .checks import check_device_limits, dtype_name, layout_of, meta, on_gpu, one_device
 from .compile import get_kernel
 from .frameworks import to_cupy
 from .gpu import multiprocessors
-from .plan import check_device_limits, transpose_launch
+from .plan import transpose_launch
 from .registry import FAMILY_DEFAULTS, WIDE_DTYPES, Spec, Variant, get_variant
 
 if TYPE_CHECKING:

@@ -28,23 +28,32 @@ from . import cost, gpu, tunefile
 from .checks import (
     AUTO,
     INT_MAX,
+    MAX_WORKSPACE_BYTES,
     TUNE,
     Layout,
     Meta,
     Scales,
     Shapes,
+    check_arch,
+    check_bias,
+    check_device_limits,
+    check_factor,
     check_operands,
     check_precision,
     check_scalar,
+    check_scales,
+    check_target,
+    check_workspace,
     dtype_name,
     extent,
     layout_of,
     meta,
+    native,
     one_device,
     output_dtype,
     overlaps,
     parse_activation,
-    scaling,
+    torch_formats,
 )
 from .choice import TMA_PADDING_PAYS, choose, heuristic
 from .compile import PAD_THREADS, PAD_UNROLL, get_kernel, pad_kernel
@@ -56,8 +65,6 @@ from .registry import (
     EIGHT_BIT,
     FAMILY_DEFAULTS,
     MAX_GRID,
-    NARROW,
-    WIDE_OUTPUT,
     ExtraArg,
     Source,
     Spec,
@@ -67,15 +74,12 @@ from .registry import (
     default_output,
     get_variant,
     numpy_dtype,
-    variants,
 )
 from .tma import ALIGNMENT as TMA_ALIGNMENT
 
 if TYPE_CHECKING:
     import cupy
 
-#: Most bytes of workspace a split-K launch may take for its partial products.
-MAX_WORKSPACE_BYTES = 2**30
 #: How much faster the cost model must price its pick than the rules' pick to replace it,
 #: for one product: 10%. With the padded copies priced as the driver makes them, 10% and
 #: none picked alike on the calibration's sample and on seeds it was not fitted to, and
@@ -87,53 +91,6 @@ MODEL_MARGIN = 0.1
 BATCH_MODEL_MARGIN = 0.3
 #: Plans kept (least recently used dropped first).
 PLAN_CACHE_SIZE = 2048
-
-
-# -- checks that need the GPU's properties ------------------------------------------------
-def check_device_limits(v: Variant, p: dict[str, int], dtype: str, device: int) -> int:
-    """ValueError, before anything is compiled, if ``v`` at ``p`` needs more threads or
-    shared memory per block than GPU ``device`` gives; else its shared memory in bytes."""
-    props = gpu.properties(device)
-    max_smem = props.max_dynamic_smem if v.dynamic_smem else props.max_static_smem
-    threads, smem = v.threads_per_block(p), v.shared_memory(p, dtype)
-    if threads > props.max_threads_per_block or smem > max_smem:
-        what = "variant" if v.family == "gemm" else f"{v.family} variant"
-        raise ValueError(
-            f"{what} {v.name!r} with {p} needs {threads} threads and {smem} bytes of shared "
-            f"memory per block; GPU {device} allows {props.max_threads_per_block} and "
-            f"{max_smem}: choose smaller tiles or blocks (or fewer STAGES)"
-        )
-    return smem
-
-
-def check_arch(v: Variant, dtype: str, device: int, auto: bool = False) -> None:
-    """ValueError, before anything is compiled, if ``v`` cannot run on GPU ``device``
-    (``auto``: the rules picked it for this shape, so the error names what to pick)."""
-    cc = gpu.compute_capability(device)
-    if not v.runs_on(cc):
-        able = [name for name in variants() if dtype in get_variant(name).dtypes
-                and get_variant(name).runs_on(cc)]
-        if auto and able:
-            raise ValueError(
-                f"auto multiplies {dtype} products of this shape on {v.name!r}, built for "
-                f"{v.target or 'newer GPUs'} only; on GPU {device} (compute capability "
-                f"{cc / 10:.1f}) only {', '.join(map(repr, able))} multiply {dtype}: name it "
-                "(variant=...) to run there")
-        if not able:
-            rungs = [get_variant(name) for name in variants() if dtype in get_variant(name).dtypes]
-            raise ValueError(
-                f"no xgemm variant multiplies {dtype} on GPU {device} (compute capability "
-                f"{cc / 10:.1f}): {dtype} products run on " + " or ".join(
-                    f"{r.name!r} (built for {r.target} only)" if r.target
-                    else f"{r.name!r} (compute capability {r.min_cc / 10:.1f} or newer)"
-                    for r in rungs))
-        needs = (f"compute capability {v.min_cc / 10:.1f}" + (
-            f" exactly (it is built for {v.target})" if v.target and v.target.endswith("a")
-            else " or newer"))
-        raise ValueError(
-            f"variant {v.name!r} needs {needs}; GPU {device} has {cc / 10:.1f}: use one of "
-            f"{', '.join(able)} (or 'auto')"
-        )
 
 
 def transpose_launch(v: Variant, p: dict[str, int], ptr: int, rows: int, cols: int, ld: int,
@@ -535,10 +492,10 @@ def build(a: Any, b: Any, variant: str, target: Any, target_name: str, bias: Any
     # Checked before any conversion where the arrays say what they are without one
     # (DLPack objects such as PyTorch tensors: after it)
     checked = check_operands(*metas, v, params, formats) if None not in metas else None
-    a, b = _native(a), _native(b)
+    a, b = native(a), native(b)
     ca, cb = to_cupy(a), to_cupy(b)
     if checked is None:  # PyTorch's float8 tensors come as bytes: their dtype names the format
-        formats = _torch_formats(a, b, formats)
+        formats = torch_formats(a, b, formats)
     dtype, b_dtype, shapes = checked or check_operands(
         Meta(ca.shape, ca.dtype), Meta(cb.shape, cb.dtype), v, params, formats)
     if precision == "tf32" and dtype != "float32":
@@ -549,17 +506,17 @@ def build(a: Any, b: Any, variant: str, target: Any, target_name: str, bias: Any
     check_factor(dtype, c_dtype, alpha, scales)
     sa = sb = None
     if dtype in EIGHT_BIT:
-        sa, sb, scalings = _check_scales(scales, shapes)
+        sa, sb, scalings = check_scales(scales, shapes)
     else:
         scalings = ("none", "none")
     ctarget = None
     if target is not None:
-        ctarget = _check_target(target_name, target, shapes.out, c_dtype)
+        ctarget = check_target(target_name, target, shapes.out, c_dtype)
     cbias = None
     if bias is not None:
         meta(bias, "bias")  # a host array: TypeError, before any conversion
-        bias = _native(bias)
-        cbias = _check_bias(bias, shapes.n, c_dtype)
+        bias = native(bias)
+        cbias = check_bias(bias, shapes.n, c_dtype)
     device = one_device(a=ca, b=cb, **{target_name: ctarget}, bias=cbias,
                         scale_a=None if sa is None else to_cupy(sa),
                         scale_b=None if sb is None else to_cupy(sb))
@@ -582,94 +539,6 @@ def build(a: Any, b: Any, variant: str, target: Any, target_name: str, bias: Any
                         ctarget, cbias, read_c, framework(type(a)) or "cupy", spec_extras,
                         choice, contenders, folded=folded is not None)
     return plan, (a, b, target, bias, sa, sb)
-
-
-def check_factor(dtype: str, c_dtype: str, alpha: float, scales: Scales | None) -> None:
-    """What a plan's signature does not say of a call, checked on every call that gives
-    it: scales only for 8-bit inputs; no alpha and no scale numbers other than 1 for an
-    int32 C (its kernel stores the exact sums and reads neither)."""
-    if dtype in EIGHT_BIT:
-        factor = alpha * (scales.factor if scales is not None else 1.0)
-        if c_dtype == "int32" and factor != 1.0:
-            raise ValueError("an int8 product stored as int32 is the exact sums: scales and "
-                             "alpha other than 1 need a float output (out_dtype='float32', "
-                             "'bfloat16' or 'float16')")
-    elif scales is not None and scales.given:
-        raise TypeError(f"scale_a and scale_b are an 8-bit product's quantisation scales; a and "
-                        f"b are {dtype}: for a scaled product of them use xgemm.gemm's alpha")
-
-
-def _torch_formats(a: Any, b: Any, formats: Any) -> Any:
-    """``formats`` with the FP8 formats of PyTorch float8 operands filled in (their dtype's
-    name, ``float8_e4m3fn`` or ``float8_e5m2``); TypeError where they disagree."""
-    given = formats if isinstance(formats, (tuple, list)) else (formats, formats)
-    found = []
-    for name, x, fmt in (("a", a, given[0]), ("b", b, given[1])):
-        kind = dtype_name(x.dtype) if framework(type(x)) == "torch" else None
-        if kind is None or not kind.startswith("float8"):
-            found.append(fmt)
-            continue
-        if fmt is not None and fmt != kind:
-            raise TypeError(f"{name} is a {kind} tensor but formats names {fmt}")
-        found.append(kind)
-    return None if found == [None, None] else tuple(found)
-
-
-def _check_scales(scales: Scales, shapes: Shapes) -> tuple[Any, Any, tuple[str, str]]:
-    """An 8-bit product's GPU scales, as the call's arrays, and how each applies."""
-    arrays, scalings = [], []
-    for name, x, rows in (("scale_a", scales.a, shapes.m), ("scale_b", scales.b, shapes.n)):
-        if x is None:
-            arrays.append(None)
-            scalings.append("none")
-            continue
-        meta(x, name)  # a host array, or no array at all: TypeError
-        x = _native(x)
-        view = to_cupy(x)
-        kind = scaling(name, Meta(view.shape, view.dtype), rows)
-        if kind == "vector" and any(stride != view.itemsize for size, stride
-                                    in zip(view.shape, view.strides, strict=True) if size > 1):
-            raise ValueError(f"{name} is strided (strides {view.strides}); its scales must lie "
-                             f"next to each other: pass a contiguous copy")
-        arrays.append(x)
-        scalings.append(kind)
-    return arrays[0], arrays[1], (scalings[0], scalings[1])
-
-
-def _native(x: Any) -> Any:
-    """``x`` itself if it is a CuPy array or a PyTorch tensor, else as a CuPy array."""
-    return x if framework(type(x)) else to_cupy(x)
-
-
-def _check_target(name: str, target: Any, shape: tuple[int, ...], dtype: str) -> cupy.ndarray:
-    if framework(type(target)) is None:
-        raise TypeError(f"{name} must be a CuPy array or a PyTorch CUDA tensor, got "
-                        f"{type(target).__name__}")
-    meta(target, name)  # a PyTorch CPU tensor: TypeError, a host array
-    view = to_cupy(target)
-    if view.shape != shape:
-        raise ValueError(f"{name} has shape {view.shape}; a @ b has shape {shape}")
-    if view.dtype.name != dtype:
-        raise TypeError(f"{name} has dtype {view.dtype.name}; a @ b has dtype {dtype}"
-                        + (f" (or {WIDE_OUTPUT}: out_dtype)" if dtype in NARROW else ""))
-    return view
-
-
-def _check_bias(bias: Any, n: int, dtype: str) -> cupy.ndarray:
-    """``bias`` as a CuPy array (a view, on whichever GPU it is), checked: shape (n,), and
-    the dtype of the product's output."""
-    found = meta(bias, "bias")
-    view = to_cupy(bias)
-    found = Meta(view.shape, view.dtype) if found is None else found
-    if found.shape != (n,):
-        raise ValueError(
-            f"bias has shape {found.shape}; it is added per column of the result, so it must "
-            f"have shape ({n},)"
-        )
-    if dtype_name(found.dtype) != dtype:
-        raise TypeError(f"bias has dtype {dtype_name(found.dtype)}; the product's dtype is "
-                        f"{dtype}: convert with bias.astype({dtype!r})")
-    return view
 
 
 def _transposable(shapes: Shapes, vector: bool) -> bool:
@@ -1014,13 +883,7 @@ def _lay_out(a: cupy.ndarray, b: cupy.ndarray, v: Variant | None, params: dict[s
     sums = v.partial_sums_of(p, shapes.m, shapes.n, gpu.multiprocessors(device),
                              min(shapes.count, per_launch))
     workspace = sums * shapes.count * acc_size
-    if workspace > MAX_WORKSPACE_BYTES:
-        raise ValueError(
-            f"variant {v.name!r} at {p} needs {workspace / 2**30:.1f} GiB of partial sums "
-            f"for {shapes.count} output(s) of {shapes.m} x {shapes.n} (the limit is "
-            f"{MAX_WORKSPACE_BYTES / 2**30:.0f} GiB): use fewer SPLITS, fewer products a "
-            "call, or a variant that keeps no partial sums ('pipelined', 'wgmma')"
-        )
+    check_workspace(v, p, workspace, shapes)
     counters = 0  # split-K's, per product: per tile of C (not per block)
     if sums:
         tile_rows, tile_cols, _ = v.tile(p, dtype)

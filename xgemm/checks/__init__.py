@@ -1,0 +1,49 @@
+"""Every check a call makes, each before anything is compiled or launched:
+
+- ``arguments``: what needs no GPU and no CuPy: the operands' shapes, dtypes and layouts,
+  the output's dtype, the epilogue's arguments, which GPU a call's arrays share;
+- ``arrays``: the output or C given, the bias, an 8-bit product's scales, read through
+  their framework;
+- ``device``: what needs the GPU's properties: block limits, architecture, workspace.
+"""
+
+from .arguments import (
+    AUTO,
+    FP8_FORMATS,
+    INT_MAX,
+    PRECISIONS,
+    TUNE,
+    Layout,
+    Meta,
+    Scales,
+    Shapes,
+    check_dtypes,
+    check_operands,
+    check_precision,
+    check_scalar,
+    dtype_name,
+    extent,
+    input_dtypes,
+    layout_of,
+    matmul_shapes,
+    meta,
+    on_gpu,
+    one_device,
+    output_dtype,
+    overlaps,
+    parse_activation,
+    scaling,
+    split_scales,
+)
+from .arrays import check_bias, check_factor, check_scales, check_target, native, torch_formats
+from .device import MAX_WORKSPACE_BYTES, check_arch, check_device_limits, check_workspace
+
+__all__ = [
+    "AUTO", "FP8_FORMATS", "INT_MAX", "MAX_WORKSPACE_BYTES", "PRECISIONS", "TUNE", "Layout",
+    "Meta", "Scales", "Shapes", "check_arch", "check_bias", "check_device_limits",
+    "check_dtypes", "check_factor", "check_operands", "check_precision", "check_scalar",
+    "check_scales", "check_target", "check_workspace", "dtype_name", "extent",
+    "input_dtypes", "layout_of", "matmul_shapes", "meta", "native", "on_gpu", "one_device",
+    "output_dtype", "overlaps", "parse_activation", "scaling", "split_scales",
+    "torch_formats",
+]

@@ -1,0 +1,103 @@
+"""Checks of a call's arrays besides its operands, which read them through their
+framework (``xgemm.frameworks``): the output or C given, the bias, an 8-bit product's
+scales and formats, and the factor alpha and the scales make.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ..frameworks import framework, to_cupy
+from ..registry import EIGHT_BIT, NARROW, WIDE_OUTPUT
+from .arguments import Meta, Scales, Shapes, dtype_name, meta, scaling
+
+if TYPE_CHECKING:
+    import cupy
+
+
+def check_factor(dtype: str, c_dtype: str, alpha: float, scales: Scales | None) -> None:
+    """What a plan's signature does not say of a call, checked on every call that gives
+    it: scales only for 8-bit inputs; no alpha and no scale numbers other than 1 for an
+    int32 C (its kernel stores the exact sums and reads neither)."""
+    if dtype in EIGHT_BIT:
+        factor = alpha * (scales.factor if scales is not None else 1.0)
+        if c_dtype == "int32" and factor != 1.0:
+            raise ValueError("an int8 product stored as int32 is the exact sums: scales and "
+                             "alpha other than 1 need a float output (out_dtype='float32', "
+                             "'bfloat16' or 'float16')")
+    elif scales is not None and scales.given:
+        raise TypeError(f"scale_a and scale_b are an 8-bit product's quantisation scales; a and "
+                        f"b are {dtype}: for a scaled product of them use xgemm.gemm's alpha")
+
+
+def torch_formats(a: Any, b: Any, formats: Any) -> Any:
+    """``formats`` with the FP8 formats of PyTorch float8 operands filled in (their dtype's
+    name, ``float8_e4m3fn`` or ``float8_e5m2``); TypeError where they disagree."""
+    given = formats if isinstance(formats, (tuple, list)) else (formats, formats)
+    found = []
+    for name, x, fmt in (("a", a, given[0]), ("b", b, given[1])):
+        kind = dtype_name(x.dtype) if framework(type(x)) == "torch" else None
+        if kind is None or not kind.startswith("float8"):
+            found.append(fmt)
+            continue
+        if fmt is not None and fmt != kind:
+            raise TypeError(f"{name} is a {kind} tensor but formats names {fmt}")
+        found.append(kind)
+    return None if found == [None, None] else tuple(found)
+
+
+def check_scales(scales: Scales, shapes: Shapes) -> tuple[Any, Any, tuple[str, str]]:
+    """An 8-bit product's GPU scales, as the call's arrays, and how each applies."""
+    arrays, scalings = [], []
+    for name, x, rows in (("scale_a", scales.a, shapes.m), ("scale_b", scales.b, shapes.n)):
+        if x is None:
+            arrays.append(None)
+            scalings.append("none")
+            continue
+        meta(x, name)  # a host array, or no array at all: TypeError
+        x = native(x)
+        view = to_cupy(x)
+        kind = scaling(name, Meta(view.shape, view.dtype), rows)
+        if kind == "vector" and any(stride != view.itemsize for size, stride
+                                    in zip(view.shape, view.strides, strict=True) if size > 1):
+            raise ValueError(f"{name} is strided (strides {view.strides}); its scales must lie "
+                             f"next to each other: pass a contiguous copy")
+        arrays.append(x)
+        scalings.append(kind)
+    return arrays[0], arrays[1], (scalings[0], scalings[1])
+
+
+def native(x: Any) -> Any:
+    """``x`` itself if it is a CuPy array or a PyTorch tensor, else as a CuPy array."""
+    return x if framework(type(x)) else to_cupy(x)
+
+
+def check_target(name: str, target: Any, shape: tuple[int, ...], dtype: str) -> cupy.ndarray:
+    if framework(type(target)) is None:
+        raise TypeError(f"{name} must be a CuPy array or a PyTorch CUDA tensor, got "
+                        f"{type(target).__name__}")
+    meta(target, name)  # a PyTorch CPU tensor: TypeError, a host array
+    view = to_cupy(target)
+    if view.shape != shape:
+        raise ValueError(f"{name} has shape {view.shape}; a @ b has shape {shape}")
+    if view.dtype.name != dtype:
+        raise TypeError(f"{name} has dtype {view.dtype.name}; a @ b has dtype {dtype}"
+                        + (f" (or {WIDE_OUTPUT}: out_dtype)" if dtype in NARROW else ""))
+    return view
+
+
+def check_bias(bias: Any, n: int, dtype: str) -> cupy.ndarray:
+    """``bias`` as a CuPy array (a view, on whichever GPU it is), checked: shape (n,), and
+    the dtype of the product's output."""
+    found = meta(bias, "bias")
+    view = to_cupy(bias)
+    found = Meta(view.shape, view.dtype) if found is None else found
+    if found.shape != (n,):
+        raise ValueError(
+            f"bias has shape {found.shape}; it is added per column of the result, so it must "
+            f"have shape ({n},)"
+        )
+    if dtype_name(found.dtype) != dtype:
+        raise TypeError(f"bias has dtype {dtype_name(found.dtype)}; the product's dtype is "
+                        f"{dtype}: convert with bias.astype({dtype!r})")
+    return view
