@@ -1,6 +1,6 @@
 """auto's regret, replayed without a GPU: for each row of random or models suite files
 written with regret (every candidate timed), the pick ``auto`` makes now
-(``xgemm.plan.auto_choice``, the operands stood in for by their shapes, the GPU by the
+(``xgemm.ranking.auto_choice``, the operands stood in for by their shapes, the GPU by the
 file's SM count and compute capability) and the time that candidate took in the file.
 What a change to the cost model or its calibration would have picked on rows already
 measured, before any GPU time is spent; the GPU then checks it on a seed it has not seen.
@@ -23,7 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from xgemm import gpu, plan  # noqa: E402
+from xgemm import gpu, ranking  # noqa: E402
 from xgemm.tools.bench import load_json  # noqa: E402
 from xgemm.tools.generalisation import PARTS  # noqa: E402
 
@@ -38,7 +38,7 @@ def replay(row: dict) -> tuple[float | None, str]:
     """The replayed pick's time over the fastest candidate's (None: never timed)."""
     dtype, precision = PARTS[row["part"]]
     batch = math.prod(row.get("lead") or [1])
-    v, p = plan.auto_choice(row["m"], row["n"], row["k"], dtype, row["layout"], batch,
+    v, p = ranking.auto_choice(row["m"], row["n"], row["k"], dtype, row["layout"], batch,
                             precision)
     timed = [c for c in row["candidates"] if c["status"] == "ok"]
     best = min([c["ms"] for c in timed] + [row["auto_ms"]])

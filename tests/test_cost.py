@@ -91,13 +91,13 @@ def test_float32_at_scale_takes_a_warp_tiled_rung_and_long_k_split_k(monkeypatch
     10's 64 x 128 tiles at 4 splits 7% under `pipelined` (measured 11% over it:
     evidence/float32_at_scale_splitk_8dd7a9a.txt); the rules' pick holds, as the model
     must be 10% cheaper to overrule it."""
-    from xgemm import gpu, plan
+    from xgemm import gpu, ranking
 
     h100 = gpu.stand_in(json.loads((RESULTS / "suite_float32.json").read_text())["machine"])
     monkeypatch.setattr(gpu, "properties", lambda device: h100)
     monkeypatch.setenv("XGEMM_TUNE_CACHE", str(tmp_path / "tuned.json"))
     monkeypatch.delenv("XGEMM_CALIBRATION", raising=False)
-    assert plan.auto_choice(8192, 8192, 8192, "float32")[0].name in ("warptile", "pipelined")
+    assert ranking.auto_choice(8192, 8192, 8192, "float32")[0].name in ("warptile", "pipelined")
     assert cheapest(128, 128, 65536, "float32")[1].name == "splitk"
 
 
@@ -262,7 +262,7 @@ RESULTS = Path(__file__).resolve().parent.parent / "bench" / "results" / "h100"
 def test_published_random_rows_were_picked_by_the_shipped_model(path, monkeypatch, tmp_path):
     """Each published row's pick is the one auto makes now (no GPU: the H100's properties
     stood in): results and calibration agree, or the results must be measured again."""
-    from xgemm import gpu, plan
+    from xgemm import gpu, ranking
 
     data = json.loads(path.read_text())
     h100 = gpu.stand_in(data["machine"])
@@ -271,7 +271,7 @@ def test_published_random_rows_were_picked_by_the_shipped_model(path, monkeypatc
     monkeypatch.delenv("XGEMM_CALIBRATION", raising=False)
     dtype, precision = generalisation.PARTS[data["part"]]
     for row in data["rows"]:
-        v, p = plan.auto_choice(row["m"], row["n"], row["k"], dtype, row["layout"],
+        v, p = ranking.auto_choice(row["m"], row["n"], row["k"], dtype, row["layout"],
                                 math.prod(row["lead"] or [1]), precision)
         planned = {**row["params"], "TMA_STORE": p.get("TMA_STORE")}  # C's rows decide it,
         if row["params"].get("TMA_STORE") == 2:  # and the stages that leave room to stage them

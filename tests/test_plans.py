@@ -510,14 +510,16 @@ def test_auto_takes_the_cheapest_candidate_that_clears_the_margin(monkeypatch, r
     # The rules pick mma, priced 25.2 us on the GPU and a call; the model's ranking is
     # given, cheapest call first.
     rule = xgemm.get_variant("mma")
-    monkeypatch.setattr(planning.gpu, "multiprocessors", lambda device: 132)
-    monkeypatch.setattr(planning, "_ruled", lambda *args: (rule, dict(rule.defaults), False,
-                                                           None, None))
-    monkeypatch.setattr(planning, "_priced_copies", lambda *args: None)
-    monkeypatch.setattr(planning.cost, "estimate_near", lambda *args: 25.2e-6)
-    monkeypatch.setattr(planning.cost, "call_time", lambda gpu_seconds, shape: gpu_seconds)
-    monkeypatch.setattr(planning, "_ranked", lambda *args: [
+    from xgemm import ranking
+
+    monkeypatch.setattr(ranking.gpu, "multiprocessors", lambda device: 132)
+    monkeypatch.setattr(ranking, "ruled", lambda *args: (rule, dict(rule.defaults), False,
+                                                         None, None))
+    monkeypatch.setattr(ranking, "priced_copies", lambda *args: None)
+    monkeypatch.setattr(ranking.cost, "estimate_near", lambda *args: 25.2e-6)
+    monkeypatch.setattr(ranking.cost, "call_time", lambda gpu_seconds, shape: gpu_seconds)
+    monkeypatch.setattr(ranking, "ranked", lambda *args: [
         (call, t, xgemm.get_variant(name), {}) for call, t, name in ranked])
     shapes = planning.Shapes((), 444, 1242, 674, (444, 1242), False, False)
-    v, _ = planning._choose((None, None), [None, None], shapes, "float16", 0, None)
+    v, _ = ranking.pick((None, None), [None, None], shapes, "float16", 0, None)
     assert v.name == picked

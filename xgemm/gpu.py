@@ -66,7 +66,7 @@ def properties(device: int) -> DeviceProperties:
 def stand_in(machine: dict) -> DeviceProperties:
     """The properties of the GPU a result file's ``machine`` names (its name, compute
     capability and SMs), with an sm_90's per-block limits: planning offline, where the
-    GPU that measured the file is not here (``plan.auto_choice`` after
+    GPU that measured the file is not here (``ranking.auto_choice`` after
     ``gpu.properties`` is pointed at it).
 
     >>> stand_in({"gpu": "NVIDIA H100 80GB HBM3", "compute_capability": "9.0",

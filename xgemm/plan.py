@@ -24,11 +24,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from . import cost, gpu, tunefile
+from . import gpu, tunefile
 from .checks import (
     AUTO,
     INT_MAX,
-    MAX_WORKSPACE_BYTES,
     TUNE,
     Layout,
     Meta,
@@ -55,11 +54,11 @@ from .checks import (
     parse_activation,
     torch_formats,
 )
-from .choice import TMA_PADDING_PAYS, choose, heuristic
 from .compile import PAD_THREADS, PAD_UNROLL, get_kernel, pad_kernel
 from .frameworks import framework, pointer, to_cupy
 from .launch import geometry, packed
 from .operands import ready_operand, tma_padded, tma_ready
+from .ranking import contenders_to_time, pick, transposable
 from .registry import (
     DTYPES,
     EIGHT_BIT,
@@ -75,20 +74,10 @@ from .registry import (
     get_variant,
     numpy_dtype,
 )
-from .tma import ALIGNMENT as TMA_ALIGNMENT
 
 if TYPE_CHECKING:
     import cupy
 
-#: How much faster the cost model must price its pick than the rules' pick to replace it,
-#: for one product: 10%. With the padded copies priced as the driver makes them, 10% and
-#: none picked alike on the calibration's sample and on seeds it was not fitted to, and
-#: 30% lost 2-7% of regret geomean there (docs/notes.md).
-MODEL_MARGIN = 0.1
-#: ... for a batch: 30%, about the model's own error on one candidate (RMS log error
-#: 0.2-0.3), as it was fitted on single products and the rules were measured on batches
-#: (the developers' suite's attention products).
-BATCH_MODEL_MARGIN = 0.3
 #: Plans kept (least recently used dropped first).
 PLAN_CACHE_SIZE = 2048
 
@@ -541,226 +530,6 @@ def build(a: Any, b: Any, variant: str, target: Any, target_name: str, bias: Any
     return plan, (a, b, target, bias, sa, sb)
 
 
-def _transposable(shapes: Shapes, vector: bool) -> bool:
-    """Whether ``auto`` may copy an operand into its other layout first
-    (``Variant.transpose_first``): a matrix (not a 1-D operand) of an unbatched, non-empty
-    product; the transpose kernel also needs a unit stride in it."""
-    return not shapes.batch and not vector and 0 not in (shapes.m, shapes.n, shapes.k)
-
-
-def _ruled(mats: tuple, layouts: list, shapes: Shapes, dtype: str, device: int,
-           precision: str | None) -> tuple[Variant, dict[str, int], bool, list, list]:
-    """The tuned or heuristic choice, if it runs here at this precision and reads both
-    operands, in place or from the copy its ``transpose_first`` makes; else the heuristic
-    without TMA, then without TF32. Returns it, whether the tuning file named it, and how
-    A and B are read ("row" or "col") and whether each may be copied into its other
-    layout first."""
-    cc = gpu.compute_capability(device)
-    sms = gpu.multiprocessors(device)
-    m, n, k, count = shapes.m, shapes.n, shapes.k, shapes.count
-    read = ["col" if layout is not None and layout.col else "row" for layout in layouts]
-    copyable = [layout is not None and _transposable(shapes, vector)
-                for layout, vector in zip(layouts, (shapes.a_vector, shapes.b_vector),
-                                          strict=True)]
-
-    def fits(v: Variant, p: dict[str, int]) -> bool:
-        if not (v.runs_on(cc) and v.precision in (None, precision)):
-            return False
-        for i, (name, readable) in enumerate((("a", v.a_layouts), ("b", v.b_layouts))):
-            into = v.transposed_into(name, p, m, n, k, sms) if copyable[i] else None
-            if (into or read[i]) not in readable:
-                return False
-            if not v.tma:
-                continue
-            if into not in (None, read[i]):  # TMA reads the copy: rows of K values
-                if k * mats[i].itemsize % TMA_ALIGNMENT:
-                    return False
-            elif (not tma_ready(mats[i].data.ptr, layouts[i], mats[i].itemsize)
-                  and m * n * k < TMA_PADDING_PAYS):  # larger: the plan pads a copy
-                return False
-        return True
-
-    picks: list[Callable[[], tuple[str, dict]]] = [
-        lambda: choose(m, n, k, dtype, device, precision, count),
-        lambda: heuristic(m, n, k, dtype, cc, precision, sms, count,
-                          a_row_major=read[0] == "row" or copyable[0]),
-        lambda: heuristic(m, n, k, dtype, min(cc, 89), precision, sms, count),  # no TMA
-        lambda: heuristic(m, n, k, dtype, min(cc, 89), None, sms, count)]  # no TMA or TF32
-    for first, pick in enumerate(picks):  # noqa: B007  (first is read after the loop)
-        name, p = pick()
-        v = get_variant(name)
-        if fits(v, p):
-            break
-    tuned = first == 0 and tunefile.tune_cache().lookup(gpu.gpu_name(device), dtype,
-                                                        m, n, k) is not None
-    return v, v.resolve(p, dtype), tuned, read, copyable
-
-
-def _choose(mats: tuple, layouts: list, shapes: Shapes, dtype: str, device: int,
-            precision: str | None, scale_vectors: bool = False
-            ) -> tuple[Variant, dict[str, int]]:
-    """``auto``: the rules' pick (``_ruled``). Unless the tuning file answered, the cost
-    model (``xgemm.cost``) then prices every candidate's call (the longer of its GPU time
-    and the host's), and the cheapest candidate whose call should be faster than the
-    rules' pick's by more than ``MODEL_MARGIN`` (a batch: ``BATCH_MODEL_MARGIN``), or as
-    fast and its kernel faster by that much, replaces it: the rules' picks were measured
-    on the shapes they were written for, and the model is what knows the shapes the
-    rules' thresholds were never fitted to (few rows, tiny K, small products, operands TMA
-    cannot read). 8-bit products take the rule alone, told whether a scale comes per row
-    or column (``scale_vectors``)."""
-    if dtype in EIGHT_BIT:  # one rung multiplies them, copying what is not K-major
-        cc, sms = gpu.compute_capability(device), gpu.multiprocessors(device)
-        name, p = heuristic(shapes.m, shapes.n, shapes.k, dtype, cc, precision, sms,
-                            shapes.count, scale_vectors=scale_vectors)
-        v = get_variant(name)
-        check_arch(v, dtype, device, auto=True)
-        return v, v.resolve(p, dtype)
-    v, p, tuned, read, copyable = _ruled(mats, layouts, shapes, dtype, device, precision)
-    if tuned or 0 in (shapes.m, shapes.n, shapes.count):  # an empty product has no cost
-        return v, p
-    modelled = _ranked(mats, layouts, read, copyable, shapes, dtype, device, precision)
-    if modelled:
-        sms = gpu.multiprocessors(device)
-        rule = _priced_copies(v, p, mats, layouts, read, copyable, shapes, sms)
-        ruled = cost.estimate_near(v, p, dtype, rule, sms, precision)
-        ruled_call = cost.call_time(ruled, rule)
-        margin = MODEL_MARGIN if shapes.count == 1 else BATCH_MODEL_MARGIN
-        # The cheapest candidate that clears the margin: faster a call, or as fast (the
-        # host bounds both) and faster on the GPU. Not only the cheapest one: a candidate
-        # priced a little below the rules' pick would otherwise hide one priced as fast
-        # a call and far faster on the GPU.
-        for call, t, best, best_p in modelled:
-            if call > ruled_call:
-                break  # (ranked by call: none further can clear it)
-            if call * (1 + margin) < ruled_call or t * (1 + margin) < ruled:
-                return best, best.resolve(best_p, dtype)
-    return v, p
-
-
-@dataclass(frozen=True)
-class _Address:
-    ptr: int
-
-
-@dataclass(frozen=True)
-class _Standin:
-    """What ``auto`` reads of an operand it is not given: its item size and address (one
-    that TMA can read)."""
-
-    itemsize: int
-    data: _Address = _Address(1 << 20)
-
-
-def auto_choice(m: int, n: int, k: int, dtype: str, layout: str = "NN", batch: int = 1,
-                precision: str | None = None, device: int = 0
-                ) -> tuple[Variant, dict[str, int]]:
-    """The variant and parameters ``auto`` picks for ``batch`` x (M x K) @ (K x N) of
-    fresh contiguous operands, A and B read as ``layout`` says ("N": row-major, "T": a
-    transposed view; B shared by the batch), on GPU ``device``, asking only its properties
-    (``gpu.properties``): what a suite row's operands were, without the operands. The
-    tuning file answers first, as in a call.
-
-    >>> auto_choice(8192, 8192, 8, "bfloat16", layout="TN")[0].name  # doctest: +SKIP
-    'wgmma'
-    """
-    item = DTYPES[dtype].itemsize
-    lead = (batch,) if batch > 1 else ()
-
-    def read_as(rows: int, cols: int, transposed: bool, lead: tuple[int, ...] = ()) -> Layout:
-        """The layout a call finds such an operand in (layout_of: a line is read along it)."""
-        strides = (*(rows * cols * item for _ in lead), *((item, rows * item) if transposed
-                                                          else (cols * item, item)))
-        found = layout_of((*lead, rows, cols), strides, item)
-        assert found is not None, "fresh operands are read in place"
-        return found
-
-    a = read_as(m, k, layout[0] == "T", lead)
-    b = read_as(k, n, layout[1] == "T")  # B shared by the batch
-    shapes = Shapes(lead, m, n, k, (*lead, m, n), False, False)
-    return _choose((_Standin(item), _Standin(item)), [a, b], shapes, dtype, device, precision)
-
-
-def _contenders(mats: tuple, layouts: list, shapes: Shapes, dtype: str, device: int,
-                precision: str | None, count: int) -> tuple[tuple[Variant, dict], ...]:
-    """What autotuning times on a first call: the rules' pick and the cost model's
-    ``count`` cheapest other candidates; none where there is nothing to choose (8-bit
-    products, empty ones, K = 0) or the tuning file holds this very shape already."""
-    m, n, k = shapes.m, shapes.n, shapes.k
-    if dtype in EIGHT_BIT or 0 in (m, n, k, shapes.count):
-        return ()
-    found = tunefile.tune_cache().lookup(gpu.gpu_name(device), dtype, m, n, k, exact=True)
-    if found is not None and get_variant(found[0]).precision in (None, precision):
-        return ()
-    v, p, _, read, copyable = _ruled(mats, layouts, shapes, dtype, device, precision)
-    chosen = [(v, p)]
-    for _, _, other, q in _ranked(mats, layouts, read, copyable, shapes, dtype, device,
-                                  precision):
-        q = other.resolve(q, dtype)
-        if len(chosen) > count:
-            break
-        if (other, q) not in chosen:
-            chosen.append((other, q))
-    return tuple(chosen)
-
-
-def _priced_copies(v: Variant, p: dict[str, int], mats: tuple, layouts: list, read: list,
-                   copyable: list, shapes: Shapes, sms: int) -> cost.Shape:
-    """The product as the cost model prices ``v`` at ``p`` on it: how it reads A and B
-    ("NN".."TT"), the bytes (and lines) it pads and the bytes it transposes, as its plan
-    would (for a rung that reads the operands at all)."""
-    m, n, k, count = shapes.m, shapes.n, shapes.k, shapes.count
-    item = mats[0].itemsize
-    sizes = (count * m * k * item, k * n * item)
-    padded, lines, transposed, letters = [], [], [], ""
-    extents = [n]  # along each array's rows as read, and leading dimensions: C's
-    for i, name in enumerate("ab"):
-        into = v.transposed_into(name, p, m, n, k, sms) if copyable[i] else None
-        letters += "T" if (into or read[i]) == "col" else "N"
-        along = ((m, k), (k, n))[i][(into or read[i]) == "row"]  # contiguous extent
-        ld = getattr(layouts[i], "ld", along)
-        extents += [along] if into not in (None, read[i]) else [along, ld]
-        if into not in (None, read[i]):
-            transposed.append(sizes[i])
-        elif v.tma and k > 0 and not tma_ready(mats[i].data.ptr, layouts[i], item):
-            padded.append(sizes[i])
-            lines.append((count * (m if read[0] == "row" else k), k if read[1] == "row" else n)[i])
-    return cost.Shape(m, n, k, count, letters, padded=tuple(padded),
-                      padded_lines=tuple(lines), transposed=tuple(transposed),
-                      ragged_c=cost.ragged_rows(n, item),  # C in the operands' dtype
-                      row_bytes=cost.row_bytes(*extents, item=item))
-
-
-def _ranked(mats: tuple, layouts: list, read: list, copyable: list, shapes: Shapes,
-              dtype: str, device: int, precision: str | None
-              ) -> list[tuple[float, float, Variant, dict[str, int]]]:
-    """(call time, GPU time, variant, parameters) of every candidate the cost model can
-    price here, cheapest first, each read as its plan would: in place, transposed first
-    where its ``transpose_first`` says so, padded where TMA cannot read a row."""
-    cc, sms, props = (gpu.compute_capability(device), gpu.multiprocessors(device),
-                      gpu.properties(device))
-    m, n, k, count = shapes.m, shapes.n, shapes.k, shapes.count
-    acc_bytes = 8 if DTYPES[dtype].acc == "double" else 4  # split-K's partials
-
-    def priced(v: Variant, p: dict[str, int]) -> cost.Shape | None:
-        if (v.threads_per_block(p) > props.max_threads_per_block
-                or v.shared_memory(p, dtype) > (props.max_dynamic_smem if v.dynamic_smem
-                                                else props.max_static_smem)
-                or v.partial_sums_of(p, m, n, sms, min(count, MAX_GRID[2])) * count * acc_bytes
-                > MAX_WORKSPACE_BYTES):
-            return None
-        shape = _priced_copies(v, p, mats, layouts, read, copyable, shapes, sms)
-        readable = (v.a_layouts, v.b_layouts)
-        if any(("col" if x == "T" else "row") not in r for x, r in zip(shape.layout, readable,
-                                                                        strict=True)):
-            return None
-        if shape.transposed and v.tma and k * mats[0].itemsize % TMA_ALIGNMENT:
-            return None  # TMA reads the copy's rows of K
-        return shape
-
-    return cost.ranked(((v, p, shape) for v, p in cost.candidates(dtype, precision, cc)
-                        if (shape := priced(v, p)) is not None), dtype, sms, precision)
-
-
 def _lay_out(a: cupy.ndarray, b: cupy.ndarray, v: Variant | None, params: dict[str, int],
              shapes: Shapes, dtype: str, c_dtype: str, device: int, act: str,
              precision: str | None, target: cupy.ndarray | None, bias: cupy.ndarray | None,
@@ -779,10 +548,10 @@ def _lay_out(a: cupy.ndarray, b: cupy.ndarray, v: Variant | None, params: dict[s
     auto, listed = v is None, ()
     if auto:
         layouts = [layout_of(x.shape, x.strides, x.itemsize) for x in mats]
-        v, p = choice or _choose(mats, layouts, shapes, dtype, device, precision,
+        v, p = choice or pick(mats, layouts, shapes, dtype, device, precision,
                                  "vector" in (spec_extras["scale_a"], spec_extras["scale_b"]))
         if contenders:
-            listed = _contenders(mats, layouts, shapes, dtype, device, precision, contenders)
+            listed = contenders_to_time(mats, layouts, shapes, dtype, device, precision, contenders)
     else:
         p = v.resolve(params, dtype)
         check_arch(v, dtype, device)
@@ -796,7 +565,7 @@ def _lay_out(a: cupy.ndarray, b: cupy.ndarray, v: Variant | None, params: dict[s
             ("b", mats[1], vectors[1], shapes.k, shapes.n, readable[1])):
         full_shape = (*shapes.batch, rows, cols)
         into = None  # the layout auto copies this operand into first (transpose_first)
-        if auto and _transposable(shapes, vec is not None):
+        if auto and transposable(shapes, vec is not None):
             into = v.transposed_into(name, p, shapes.m, shapes.n, shapes.k,
                                      gpu.multiprocessors(device))
         found = layout_of(x.shape, x.strides, x.itemsize) if into is not None else None
