@@ -43,7 +43,7 @@ def measure(shapes: list[tuple[int, int]]) -> list[dict]:
 
     from xgemm import timing
     from xgemm.launch import pad_rows
-    from xgemm.plan import padding, plan_pad_launch
+    from xgemm.operands import padding, plan_pad_launch
 
     stream = cupy.cuda.get_current_stream().ptr
     rows = []

@@ -99,7 +99,7 @@ def test_a_variant_declares_which_operands_auto_transposes_first():
 def test_by_value_arguments_hold_their_values_at_their_alignment():
     import ctypes
 
-    from xgemm.launch import packed
+    from xgemm.kernel_args import packed
 
     values = (-7, 0.5, 3, 2**40, 2.5)
     args = packed("idiqf", values)
@@ -115,7 +115,7 @@ def test_launch_arguments_point_at_each_parameter_in_order():
     stored as 8 bytes, by-value arguments where they lie."""
     import ctypes
 
-    from xgemm.launch import Arguments, packed
+    from xgemm.kernel_args import Arguments, packed
 
     sizes = packed("iq", (17, -2**35))
     args = Arguments([0x7F0000001000, sizes[0], 0, sizes[1]])
@@ -419,6 +419,7 @@ def test_pad_kernel_copies_lines_at_any_alignment(operands):
     padding is not the caller's concern."""
     cupy = pytest.importorskip("cupy")
     from xgemm.launch import pad_rows
+    from xgemm.operands import padding, plan_pad_launch
 
     sources, padded, pads = [], [], []
     for lines, width, pitch, offset in operands:
@@ -426,8 +427,8 @@ def test_pad_kernel_copies_lines_at_any_alignment(operands):
         sources.append(rng.randint(0, 256, size=offset + lines * pitch + 64).astype(cupy.uint8))
         padded_pitch = -(-width // 16) * 16
         padded.append(cupy.full(lines * padded_pitch, 0xFF, dtype=cupy.uint8))
-        pads.append(planning.padding(lines, width, pitch, padded_pitch, lines * padded_pitch))
-    pad_rows(planning.plan_pad_launch(tuple(pads), 0),
+        pads.append(padding(lines, width, pitch, padded_pitch, lines * padded_pitch))
+    pad_rows(plan_pad_launch(tuple(pads), 0),
              tuple(s.data.ptr + o[3] for s, o in zip(sources, operands, strict=True)),
              tuple(p.data.ptr for p in padded), cupy.cuda.get_current_stream().ptr)
     for source, target, (lines, width, pitch, offset) in zip(sources, padded, operands,

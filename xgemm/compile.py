@@ -98,7 +98,7 @@ def pad_kernel(device: int):
     device). Arguments, for the first operand and the second: source and padded
     (pointers), their pitches (bytes, long long), a line's bytes (int) and the 16-byte
     chunks of padded lines to write (unsigned, below 2^31); then the first's blocks
-    (``xgemm.plan.plan_pad_launch``).
+    (``xgemm.operands.plan_pad_launch``).
 
     >>> kernel = pad_kernel(0)  # doctest: +SKIP
     """

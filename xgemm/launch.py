@@ -13,18 +13,17 @@ synchronises with the GPU or copies between host and device.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import functools
 import math
-import struct
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from .frameworks import external_stream, pointer, to_cupy, torch_raw_stream
+from .kernel_args import Arguments, ByValue, geometry, packed
 from .operands import ready_operand, tma_padded
 from .registry import ExtraArg, Source
 from .tma import INVALID_CONTEXT
@@ -42,64 +41,6 @@ RECENT_ARGS = 8
 
 
 # -- kernel arguments and launches, through the CUDA driver ------------------------------
-class ByValue:
-    """A kernel argument passed by value: the bytes at host ``address``, which lie inside
-    ``owner`` (kept alive with the argument). Made once (a plan's sizes, a tensor map), it
-    costs nothing per call."""
-
-    __slots__ = ("address", "owner")
-
-    def __init__(self, owner: Any, address: int) -> None:
-        self.owner, self.address = owner, address
-
-
-class Arguments:
-    """One launch's kernel parameters as ``cuLaunchKernel`` takes them: an array of host
-    addresses, one per parameter, each where that parameter's bytes lie. Device addresses
-    (ints) are stored here, 8 bytes each; a :class:`ByValue` stays where it is.
-
-    >>> args = Arguments([0x7f0000000000, *packed("if", (64, 0.5))])  # doctest: +SKIP
-    """
-
-    __slots__ = ("address", "_keep")
-
-    def __init__(self, values: Sequence[int | ByValue]) -> None:
-        pointers = [v for v in values if isinstance(v, int)]
-        stored = (ctypes.c_uint64 * max(len(pointers), 1))(*pointers)
-        base, index, addresses = ctypes.addressof(stored), 0, []
-        for value in values:
-            if isinstance(value, int):
-                addresses.append(base + 8 * index)
-                index += 1
-            else:
-                addresses.append(value.address)
-        array = (ctypes.c_void_p * max(len(addresses), 1))(*addresses)
-        self.address = ctypes.addressof(array)
-        self._keep = (stored, array, [v.owner for v in values if not isinstance(v, int)])
-
-
-def packed(codes: str, values: tuple) -> tuple[ByValue, ...]:
-    """``values`` as by-value kernel arguments of the C types ``codes`` names in
-    ``struct``'s letters (``i`` int, ``q`` long long, ``f`` float, ``d`` double), packed
-    once into one host buffer, each at its natural alignment (as C lays out parameters).
-
-    >>> [arg.address % 8 for arg in packed("id", (7, 0.5))][1]
-    0
-    """
-    size, offsets = _packing(codes)
-    buffer = ctypes.create_string_buffer(size)
-    struct.pack_into(codes, buffer, 0, *values)
-    base = ctypes.addressof(buffer)
-    return tuple(ByValue(buffer, base + offset) for offset in offsets)
-
-
-def geometry(function: Any, grid: tuple[int, ...], block: tuple[int, ...], shared_mem: int
-             ) -> tuple:
-    """A launch's function (its driver handle), grid, block and dynamic shared memory as
-    ``cuLaunchKernel`` takes them (three dimensions each), for :func:`enqueue`."""
-    return (function.ptr, *(*grid, 1, 1)[:3], *(*block, 1, 1)[:3], shared_mem)
-
-
 def _make_context_current() -> None:
     """For a thread that has made no CUDA runtime call yet (a pool's worker), where the
     driver finds no context: a runtime call makes the device's primary context current,
@@ -138,7 +79,7 @@ def enqueue(launch: tuple, args: Arguments, stream_ptr: int) -> None:
 
 def pad_rows(pads: Any, sources: tuple[int, ...], targets: tuple[int, ...],
              stream_ptr: int) -> None:
-    """Queue ``pads`` (``xgemm.plan.PadLaunch``), the copies of one or two operands at
+    """Queue ``pads`` (``xgemm.operands.PadLaunch``), the copies of one or two operands at
     device addresses ``sources`` into lines padded for TMA at ``targets``, on the stream
     at ``stream_ptr``: one launch of the pad kernel (``kernels/copy/pad_rows.cu.j2``). Its
     arguments are built once per set of addresses (a loop's copies reuse the same
@@ -147,14 +88,6 @@ def pad_rows(pads: Any, sources: tuple[int, ...], targets: tuple[int, ...],
                        lambda: Arguments([sources[0], targets[0], sources[-1], targets[-1],
                                           *pads.sizes]))
     enqueue(pads.launch, args, stream_ptr)
-
-
-@functools.cache
-def _packing(chars: str) -> tuple[int, tuple[int, ...]]:
-    """Bytes and offsets of values of the ``struct`` codes ``chars`` in native layout."""
-    ends = [struct.calcsize(chars[:i + 1]) for i in range(len(chars))]
-    starts = (end - struct.calcsize(c) for end, c in zip(ends, chars, strict=True))
-    return max(ends[-1], 8), tuple(starts)
 
 
 # -- TMA tensor maps, by address and geometry ---------------------------------------------

@@ -22,7 +22,7 @@ from .checks import check_device_limits, dtype_name, layout_of, meta, on_gpu, on
 from .compile import get_kernel
 from .frameworks import to_cupy
 from .gpu import multiprocessors
-from .plan import transpose_launch
+from .operands import transpose_launch
 from .registry import FAMILY_DEFAULTS, WIDE_DTYPES, Spec, Variant, get_variant
 
 if TYPE_CHECKING:

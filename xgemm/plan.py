@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import math
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
@@ -27,7 +26,6 @@ import numpy as np
 from . import gpu, tunefile
 from .checks import (
     AUTO,
-    INT_MAX,
     TUNE,
     Layout,
     Meta,
@@ -43,26 +41,31 @@ from .checks import (
     check_scales,
     check_target,
     check_workspace,
-    dtype_name,
     extent,
     layout_of,
     meta,
     native,
     one_device,
     output_dtype,
-    overlaps,
     parse_activation,
     torch_formats,
 )
-from .compile import PAD_THREADS, PAD_UNROLL, get_kernel, pad_kernel
+from .compile import get_kernel
 from .frameworks import framework, pointer, to_cupy
-from .launch import geometry, packed
-from .operands import ready_operand, tma_padded, tma_ready
-from .ranking import contenders_to_time, pick, transposable
+from .launch import packed
+from .operands import (
+    OperandPlan,
+    PadLaunch,
+    folded_rows,
+    plan_operand,
+    plan_output,
+    plan_pad_launch,
+    tma_ready,
+)
+from .ranking import contenders_to_time, pick
 from .registry import (
     DTYPES,
     EIGHT_BIT,
-    FAMILY_DEFAULTS,
     MAX_GRID,
     ExtraArg,
     Source,
@@ -72,7 +75,6 @@ from .registry import (
     check_eight_bit_spec,
     default_output,
     get_variant,
-    numpy_dtype,
 )
 
 if TYPE_CHECKING:
@@ -82,154 +84,7 @@ if TYPE_CHECKING:
 PLAN_CACHE_SIZE = 2048
 
 
-def transpose_launch(v: Variant, p: dict[str, int], ptr: int, rows: int, cols: int, ld: int,
-                     dtype: str, device: int) -> tuple[Spec, tuple[int, ...], tuple[int, ...]]:
-    """The specialisation, grid and block of transpose variant ``v`` at ``p`` for a
-    ``rows`` x ``cols`` row-major input at ``ptr`` with leading dimension ``ld``: it is
-    ``aligned`` where every group of four lies whole at a 4-element boundary."""
-    flags = {}
-    if "aligned" in v.flags:
-        flags["aligned"] = (ptr % (4 * DTYPES[dtype].itemsize) == 0
-                            and ld % 4 == 0 and rows % 4 == 0 and cols % 4 == 0)
-    grid, block = v.launch(p, rows, cols, gpu.multiprocessors(device))
-    return Spec(dtype, flags=tuple(sorted(flags.items()))), grid, block
-
-
 # -- a plan --------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Fresh:
-    """An array a call writes afresh (its output, a transposed copy) as planning sees it:
-    C-ordered, at an address aligned to ``FRESH_ALIGNMENT`` (which ``xgemm.launch``
-    checks per call). Nothing is allocated to plan it."""
-
-    shape: tuple[int, ...]
-    dtype: np.dtype
-
-    @property
-    def itemsize(self) -> int:
-        return self.dtype.itemsize
-
-    @property
-    def strides(self) -> tuple[int, ...]:
-        strides, step = [], self.itemsize
-        for size in reversed(self.shape):
-            strides.append(step)
-            step *= max(size, 1)
-        return tuple(reversed(strides))
-
-    def data_ptr(self) -> int:
-        return 0  # aligned to every boundary a kernel asks for
-
-
-@dataclass(frozen=True)
-class Transpose:
-    """The transpose kernel that copies an operand into the layout its GEMM kernel reads
-    fastest (``Variant.transpose_first``), launched by each call before the product: it
-    reads the operand's rows (a row-major A, or the rows of a column-major B's transpose)
-    and writes a C-ordered ``shape`` array."""
-
-    launch: tuple                   # its function, grid, block (``xgemm.launch.geometry``)
-    shape: tuple[int, int]          # (cols, rows) of what it reads
-    dtype: Any                      # NumPy's
-    sizes: tuple                    # rows, cols, leading dimension: packed once
-    recent_args: dict = field(default_factory=dict, compare=False, repr=False)
-
-
-@dataclass(frozen=True)
-class Pad:
-    """How a call copies an operand whose rows TMA cannot read into rows padded to 16
-    bytes: ``height`` lines of ``width`` bytes, ``src_pitch`` apart in the operand,
-    ``dst_pitch`` apart in a fresh array of ``elements`` values (a batch whose matrices
-    follow one another is one run of lines; a broadcast one is padded once), in
-    ``chunks`` 16-byte chunks. The plan's :class:`PadLaunch` copies it."""
-
-    height: int
-    width: int
-    src_pitch: int
-    dst_pitch: int
-    elements: int
-    chunks: int
-
-
-def padding(height: int, width: int, src_pitch: int, dst_pitch: int, elements: int
-            ) -> Pad | None:
-    """The pad kernel's copy of ``height`` lines of ``width`` bytes, ``src_pitch`` apart,
-    into lines ``dst_pitch`` apart (a multiple of 16); None where its 16-byte chunks are
-    too many for the kernel's 32-bit count (2^31: 32 GiB).
-
-    >>> padding(3, 10, 10, 16, 24).chunks
-    3
-    """
-    chunks = cdiv(width, 16) * height
-    if chunks >= 2**31 or dst_pitch % 16:
-        return None
-    return Pad(height, width, src_pitch, dst_pitch, elements, chunks)
-
-
-@dataclass(frozen=True)
-class PadLaunch:
-    """One launch of the pad kernel (``kernels/copy/pad_rows.cu.j2``) that copies one
-    operand's or both operands' ``pads`` (``xgemm.launch.pad_rows``)."""
-
-    pads: tuple[Pad, ...]
-    launch: tuple                   # the kernel, grid, block (``xgemm.launch.geometry``)
-    sizes: tuple                    # pitches, widths, chunks, the first's blocks: packed once
-    recent_args: dict = field(default_factory=dict, compare=False, repr=False)
-
-
-def plan_pad_launch(pads: tuple[Pad, ...], device: int) -> PadLaunch:
-    """The launch that copies ``pads`` (one or two) on GPU ``device``: each gets blocks
-    for its chunks, at most four an SM.
-
-    >>> one = padding(3, 10, 10, 16, 24)
-    >>> plan_pad_launch((one, one), device=0).launch[1]  # doctest: +SKIP
-    2
-    """
-    if not 1 <= len(pads) <= 2:
-        raise ValueError(f"the pad kernel copies one or two operands, not {len(pads)}")
-    blocks = [max(1, min(cdiv(p.chunks, PAD_THREADS * PAD_UNROLL),
-                         4 * gpu.multiprocessors(device))) for p in pads]
-    first, second = pads[0], pads[-1]  # one operand: the second's arguments go unread
-    return PadLaunch(pads, geometry(pad_kernel(device).kernel, (sum(blocks),),
-                                    (PAD_THREADS,), 0),
-                     packed("qqqqiiIII", (first.src_pitch, first.dst_pitch,
-                                          second.src_pitch, second.dst_pitch, first.width,
-                                          second.width, first.chunks, second.chunks,
-                                          blocks[0])))
-
-
-@dataclass(frozen=True)
-class OperandPlan:
-    """How the kernel reads operand A or B: in place (its own address, in ``layout``), or
-    from a copy this call makes (``copied``; ``padded`` rows for TMA)."""
-
-    name: str
-    variant: str
-    vector: str | None              # "row" (1-D a) or "col" (1-D b): the dimension added
-    full_shape: tuple[int, ...]     # (*batch, rows, cols)
-    layouts: tuple[str, ...]        # what the variant reads
-    layout: Layout                  # what the kernel is told
-    copied: bool
-    padded: bool
-    transpose: Transpose | None = None  # how a call copies it into its fast layout (auto)
-    pad: Pad | None = None          # how a call pads it for TMA, where the kernel can
-    relayout: bool = False          # a layout the variant does not read is copied, not refused
-    folded: tuple[int, int] | None = None  # a batch read as one matrix: its strides, elements
-
-    def matrices(self, x: cupy.ndarray) -> cupy.ndarray:
-        """A 1-D operand with its dimension back: a (1, K) row, or a (K, 1) column; a
-        batch the plan read as one matrix (``_folded``) as that matrix: A's rows of every
-        product, or the one B they all share."""
-        if self.vector is not None:
-            return x[None, :] if self.vector == "row" else x[:, None]
-        if self.folded is None or x.ndim == 2:
-            return x
-        from cupy.lib.stride_tricks import as_strided
-
-        first = x[(0,) * (x.ndim - 2)]  # its address, where the folded matrix starts
-        return as_strided(first, self.full_shape, tuple(s * x.itemsize for s in self.folded))
-
-
 @dataclass(frozen=True)
 class Chunk:
     """One launch: up to 65535 products of the batch (grid z), from product ``first``."""
@@ -517,7 +372,7 @@ def build(a: Any, b: Any, variant: str, target: Any, target_name: str, bias: Any
 
     import cupy
 
-    folded = None if dtype in EIGHT_BIT else _folded(ca, cb, ctarget, shapes)
+    folded = None if dtype in EIGHT_BIT else folded_rows(ca, cb, ctarget, shapes)
     if folded is not None:  # a batch of rows times one matrix: one product of all the rows
         ca, cb, ctarget, shapes = folded
     # Planned on the operands' GPU, whichever is current: a launch on one GPU with
@@ -536,12 +391,11 @@ def _lay_out(a: cupy.ndarray, b: cupy.ndarray, v: Variant | None, params: dict[s
              read_c: bool, kind: str, spec_extras: dict,
              choice: tuple[Variant, dict] | None = None, contenders: int = 0,
              folded: bool = False) -> Plan:
-    """The plan, on the current device (the operands'). Where an operand must be copied
-    or padded, the copy is made here once, to learn its layout: each call makes its own.
+    """The plan, on the current device (the operands'), in steps: the variant and its
+    parameters, each operand (``operands.plan_operand``), the output
+    (``operands.plan_output``), how C is stored, then the launches (:func:`_chunks`).
     ``choice`` and ``contenders``: ``build``'s; ``folded``: a and b are a batch's rows
-    and its shared matrix as 2-D views (``_folded``)."""
-    import cupy
-
+    and its shared matrix as 2-D views (``operands.folded_rows``)."""
     vectors = ("row" if shapes.a_vector else None, "col" if shapes.b_vector else None)
     mats = tuple(x[None, :] if vec == "row" else x[:, None] if vec == "col" else x
                  for x, vec in zip((a, b), vectors, strict=True))
@@ -549,76 +403,24 @@ def _lay_out(a: cupy.ndarray, b: cupy.ndarray, v: Variant | None, params: dict[s
     if auto:
         layouts = [layout_of(x.shape, x.strides, x.itemsize) for x in mats]
         v, p = choice or pick(mats, layouts, shapes, dtype, device, precision,
-                                 "vector" in (spec_extras["scale_a"], spec_extras["scale_b"]))
+                              "vector" in (spec_extras["scale_a"], spec_extras["scale_b"]))
         if contenders:
-            listed = contenders_to_time(mats, layouts, shapes, dtype, device, precision, contenders)
+            listed = contenders_to_time(mats, layouts, shapes, dtype, device, precision,
+                                        contenders)
     else:
         p = v.resolve(params, dtype)
         check_arch(v, dtype, device)
 
-    # 8-bit operands, which only K-major rungs multiply: any other layout is copied
-    relayout = dtype in EIGHT_BIT
+    relayout = dtype in EIGHT_BIT  # only K-major rungs multiply them: others are copied
     readable = v.layouts(dtype)
-    operands = []
-    for name, x, vec, rows, cols, layouts in (
+    (plan_a, full_a), (plan_b, full_b) = (
+        plan_operand(name, x, vec, rows, cols, layouts, v, p, shapes, device, auto,
+                     relayout, folded)
+        for name, x, vec, rows, cols, layouts in (
             ("a", mats[0], vectors[0], shapes.m, shapes.k, readable[0]),
-            ("b", mats[1], vectors[1], shapes.k, shapes.n, readable[1])):
-        full_shape = (*shapes.batch, rows, cols)
-        into = None  # the layout auto copies this operand into first (transpose_first)
-        if auto and transposable(shapes, vec is not None):
-            into = v.transposed_into(name, p, shapes.m, shapes.n, shapes.k,
-                                     gpu.multiprocessors(device))
-        found = layout_of(x.shape, x.strides, x.itemsize) if into is not None else None
-        transpose, copied, padded, pad = None, False, False, None
-        if found is not None and found.col != (into == "col"):
-            full, layout, transpose = _transposed(x, found, device)
-        else:
-            full, layout, copied = ready_operand(x, full_shape, layouts, name, v.name, relayout)
-            padded = bool(v.tma and shapes.k > 0 and not tma_ready(full.data.ptr, layout,
-                                                                   full.itemsize))
-            if padded:  # TMA reads 16-byte aligned rows: pad the rows of one that has none
-                source = layout
-                full, layout = tma_padded(full, layout)
-                pad = None if copied else _pad_of(full_shape, source, layout, full.itemsize)
-        operands.append((OperandPlan(name, v.name, vec, full_shape, layouts, layout,
-                                     copied or padded or transpose is not None, padded,
-                                     transpose, pad, relayout,
-                                     tuple(s // x.itemsize for s in x.strides) if folded
-                                     else None), full))
-    (plan_a, full_a), (plan_b, full_b) = operands
-
-    # The output, viewed as (*batch, M, N): written in place when its rows have unit
-    # stride and it shares no memory with a or b, else through a staging array.
-    if target is None:
-        full_c, output = Fresh(shapes.full, np.dtype(numpy_dtype(c_dtype))), "new"
-    else:
-        view = target
-        if shapes.b_vector:
-            view = view[..., None]
-        if shapes.a_vector:
-            view = view[..., None, :]
-        full_c, output = view, "in_place"
-        writable = layout_of(view.shape, view.strides, view.itemsize, ("row",), write=True)
-        span = extent(target.data.ptr, target.shape, target.strides, target.itemsize)
-        if writable is None or any(overlaps(span, extent(x.data.ptr, x.shape, x.strides,
-                                                         x.itemsize))
-                                   for x in (a, b, bias) if x is not None):
-            full_c, output = cupy.empty(shapes.full, view.dtype), "staging"
-    layout_c = layout_of(full_c.shape, full_c.strides, full_c.itemsize, ("row",), write=True)
-    staged = (c_dtype in v.staged_c if v.staged_c  # a C whose values it can stage
-              else full_c.itemsize == DTYPES[dtype].itemsize)
-    if p.get("TMA_STORE") and (read_c or not staged):
-        p = {**p, "TMA_STORE": 0}  # C is read, or not staged: from registers
-    elif p.get("TMA_STORE") and not tma_ready(pointer(full_c), layout_c, full_c.itemsize):
-        # Rows TMA cannot write: staged a 16-byte line wider a row and sent by bulk copies
-        # (TMA_STORE = 2). Where that staging does not fit, a stage fewer; where even two
-        # stages leave no room, C leaves from registers.
-        p = {**p, "TMA_STORE": 2}
-        room = gpu.properties(device).max_dynamic_smem
-        while v.shared_memory(p, dtype) > room and p["STAGES"] > 2:
-            p = {**p, "STAGES": p["STAGES"] - 1}
-        if v.shared_memory(p, dtype) > room:
-            p = {**p, "TMA_STORE": 0}
+            ("b", mats[1], vectors[1], shapes.k, shapes.n, readable[1])))
+    full_c, output, layout_c = plan_output(target, shapes, c_dtype, (a, b, bias))
+    p = _store(v, p, dtype, c_dtype, read_c, full_c, layout_c, device)
 
     spec = Spec(dtype, plan_a.layout.col, plan_b.layout.col, bias is not None, act, read_c,
                 _flags(v, (full_a, full_b, full_c), (plan_a.layout, plan_b.layout, layout_c),
@@ -638,19 +440,47 @@ def _lay_out(a: cupy.ndarray, b: cupy.ndarray, v: Variant | None, params: dict[s
                             device=torch.device("cuda", device)).expand(shapes.out)
         plan.new_torch_result = functools.partial(torch.empty_like, model,
                                                   memory_format=torch.contiguous_format)
-    if shapes.m == 0 or shapes.n == 0 or shapes.count == 0:
-        return plan  # nothing to compute: no chunks
+    if shapes.m and shapes.n and shapes.count:  # else nothing to compute: no chunks
+        _chunks(plan, (full_a, full_b, full_c), a.itemsize)
+    return plan
 
+
+def _store(v: Variant, p: dict[str, int], dtype: str, c_dtype: str, read_c: bool,
+           full_c: Any, layout_c: Layout, device: int) -> dict[str, int]:
+    """``p`` with how C leaves the kernel where the rung can store it by TMA: not where
+    C is read or its values cannot be staged (from registers); where TMA cannot write its
+    rows, staged a 16-byte line wider a row and sent by bulk copies (``TMA_STORE`` = 2),
+    a stage fewer where that staging does not fit, from registers where even two stages
+    leave no room."""
+    staged = (c_dtype in v.staged_c if v.staged_c  # a C whose values it can stage
+              else full_c.itemsize == DTYPES[dtype].itemsize)
+    if p.get("TMA_STORE") and (read_c or not staged):
+        return {**p, "TMA_STORE": 0}
+    if p.get("TMA_STORE") and not tma_ready(pointer(full_c), layout_c, full_c.itemsize):
+        p = {**p, "TMA_STORE": 2}
+        room = gpu.properties(device).max_dynamic_smem
+        while v.shared_memory(p, dtype) > room and p["STAGES"] > 2:
+            p = {**p, "STAGES": p["STAGES"] - 1}
+        if v.shared_memory(p, dtype) > room:
+            p = {**p, "TMA_STORE": 0}
+    return p
+
+
+def _chunks(plan: Plan, arrays: tuple, item: int) -> None:
+    """The plan's launches: shared memory, grid and block, split-K's workspace and
+    counters, the sizes packed once, and one :class:`Chunk` per 65535 products of the
+    batch with its extra arguments. ``arrays``: A, B and C as the kernel reads them;
+    ``item``: A's and B's bytes a value."""
+    v, p, shapes, device, dtype = plan.variant, plan.params, plan.shapes, plan.device, \
+        plan.spec.dtype
     smem = check_device_limits(v, p, dtype, device)
     plan.shared_mem = smem if v.dynamic_smem else 0
     plan.splits = splits = v.splits_of(p)
     per_launch = MAX_GRID[2] // splits  # products per launch: z is product x split
-    grid, plan.block = v.launch(p, shapes.m, shapes.n, gpu.multiprocessors(device),
-                                min(shapes.count, per_launch))
+    sms = gpu.multiprocessors(device)
+    grid, plan.block = v.launch(p, shapes.m, shapes.n, sms, min(shapes.count, per_launch))
     plan.acc_code, acc_size = ("d", 8) if DTYPES[dtype].acc == "double" else ("f", 4)
-    item, c_item = a.itemsize, full_c.itemsize
-    sums = v.partial_sums_of(p, shapes.m, shapes.n, gpu.multiprocessors(device),
-                             min(shapes.count, per_launch))
+    sums = v.partial_sums_of(p, shapes.m, shapes.n, sms, min(shapes.count, per_launch))
     workspace = sums * shapes.count * acc_size
     check_workspace(v, p, workspace, shapes)
     counters = 0  # split-K's, per product: per tile of C (not per block)
@@ -659,112 +489,22 @@ def _lay_out(a: cupy.ndarray, b: cupy.ndarray, v: Variant | None, params: dict[s
         counters = cdiv(shapes.m, tile_rows) * cdiv(shapes.n, tile_cols) * v.counters_of(p)
         plan.partials_bytes = workspace
         plan.arrivals = shapes.count * counters
-    la, lb = plan_a.layout, plan_b.layout
+    la, lb, lc = plan.a.layout, plan.b.layout, plan.layout_c
     fixed = packed("iiiiiiqqq" + plan.acc_code * 2, (
-        shapes.m, shapes.n, shapes.k, la.ld, lb.ld, layout_c.ld,
-        la.batch_stride, lb.batch_stride, layout_c.batch_stride, 1.0, 0.0))
+        shapes.m, shapes.n, shapes.k, la.ld, lb.ld, lc.ld,
+        la.batch_stride, lb.batch_stride, lc.batch_stride, 1.0, 0.0))
     plan.sizes, plan.unit = fixed[:9], fixed[9:]
+    c_item = arrays[2].itemsize
     chunks = []
     for first in range(0, shapes.count, per_launch):
         count = min(per_launch, shapes.count - first)
         offsets = (first * la.batch_stride * item, first * lb.batch_stride * item,
-                   first * layout_c.batch_stride * c_item)
-        extra = tuple(_extra_arg(arg, v, p, shapes, (full_a, full_b, full_c),
-                                 (la, lb, layout_c), offsets, first, count,
-                                 (sums * acc_size, counters * 4))
+                   first * lc.batch_stride * c_item)
+        extra = tuple(_extra_arg(arg, v, p, shapes, arrays, (la, lb, lc), offsets, first,
+                                 count, (sums * acc_size, counters * 4))
                       for arg in v.extra_args)
         chunks.append(Chunk((*grid[:2], count * splits), offsets, extra))
     plan.chunks = tuple(chunks)
-    return plan
-
-
-@functools.lru_cache(maxsize=64)
-def _transpose_variant(dtype: str, device: int) -> tuple[Variant, dict[str, int]]:
-    """The transpose that copies operands (``FAMILY_DEFAULTS``), resolved for ``dtype``
-    and checked against GPU ``device``'s limits (once: planning is per shape)."""
-    v = get_variant(FAMILY_DEFAULTS["transpose"], "transpose")
-    p = v.resolve({}, dtype)
-    check_device_limits(v, p, dtype, device)
-    return v, p
-
-
-@functools.lru_cache(maxsize=64)
-def _transpose_function(spec: Spec, device: int) -> Any:
-    """The function of that transpose at ``spec`` on GPU ``device``."""
-    v, p = _transpose_variant(spec.dtype, device)
-    return get_kernel(v.name, p, spec, device, v.family).kernel
-
-
-def _folded(a: cupy.ndarray, b: cupy.ndarray, target: cupy.ndarray | None, shapes: Shapes
-            ) -> tuple[cupy.ndarray, cupy.ndarray, cupy.ndarray | None, Shapes] | None:
-    """A batch of products that all share B, whose rows of A (and of C) follow one
-    another at one stride, as one product of all their rows: (count x M) x K times
-    K x N, as ``torch.matmul`` folds ``x @ w.T`` for a 3-D ``x``. B is read once, not once
-    a product, and a decode step's (batch, 1, hidden) activations make one product of
-    ``batch`` rows rather than ``batch`` products of one row. None where it does not
-    apply (one product, 1-D operands, a batched B, rows at uneven strides); A, B and C as
-    2-D views and the folded shapes otherwise.
-
-    >>> import cupy as cp  # doctest: +SKIP
-    >>> x, w = cp.ones((8, 1, 64)), cp.ones((32, 64))  # doctest: +SKIP
-    >>> from xgemm.checks import matmul_shapes  # doctest: +SKIP
-    >>> _folded(x, w.T, None, matmul_shapes(x.shape, w.T.shape))[3].m  # doctest: +SKIP
-    8
-    """
-    from cupy.lib.stride_tricks import as_strided
-
-    count, m, n, k = shapes.count, shapes.m, shapes.n, shapes.k
-    if (count < 2 or shapes.a_vector or shapes.b_vector or math.prod(a.shape[:-2]) != count
-            or any(size > 1 and stride for size, stride in zip(b.shape[:-2], b.strides[:-2],
-                                                               strict=True))
-            or count * m > INT_MAX):
-        return None
-
-    def rows(x: cupy.ndarray, width: int, write: bool) -> int | None:
-        """The stride, in elements, between consecutive rows of all x's matrices."""
-        layout = layout_of(x.shape, x.strides, x.itemsize, ("row",), write=write)
-        if layout is None:
-            return None
-        stride = layout.ld if m > 1 else layout.batch_stride
-        return stride if stride >= width and (m == 1 or layout.batch_stride == m * stride) \
-            else None
-
-    lda = rows(a, k, False)
-    ldc = None if target is None else rows(target, n, True)
-    if lda is None or (target is not None and ldc is None):
-        return None
-    a2 = as_strided(a, (count * m, k), (lda * a.itemsize, a.itemsize))
-    c2 = None if target is None else as_strided(target, (count * m, n),
-                                                (ldc * target.itemsize, target.itemsize))
-    return a2, b[(0,) * (b.ndim - 2)], c2, Shapes((), count * m, n, k, shapes.out, False, False)
-
-
-def _transposed(x: cupy.ndarray, layout: Layout, device: int
-                ) -> tuple[Fresh, Layout, Transpose]:
-    """A 2-D operand copied into its other layout by the transpose kernel: the copy as
-    planning sees it (each call makes its own), its layout, and the transpose."""
-    rows, cols = x.shape[::-1] if layout.col else x.shape  # what is read: unit stride along
-    dtype = dtype_name(x.dtype)
-    v, p = _transpose_variant(dtype, device)
-    spec, grid, block = transpose_launch(v, p, x.data.ptr, rows, cols, layout.ld, dtype, device)
-    function = _transpose_function(spec, device)
-    return Fresh((cols, rows), x.dtype), Layout(not layout.col, rows, 0), Transpose(
-        geometry(function, grid, block, 0), (cols, rows), x.dtype,
-        packed("iii", (rows, cols, layout.ld)))
-
-
-def _pad_of(full_shape: tuple[int, ...], source: Layout, padded: Layout, itemsize: int
-            ) -> Pad | None:
-    """The pad kernel's copy of an operand of ``full_shape`` read in place in ``source``
-    into ``padded`` (``tma_padded``'s layout), or None where its batch is neither
-    broadcast nor one run of evenly spaced lines (each call then pads through CuPy)."""
-    *batch, rows, cols = full_shape
-    inner, outer = (rows, cols) if source.col else (cols, rows)
-    count = int(np.prod(batch)) if batch and source.batch_stride else 1
-    if source.ld < inner or count > 1 and source.batch_stride != source.ld * outer:
-        return None
-    return padding(count * outer, inner * itemsize, source.ld * itemsize,
-                   padded.ld * itemsize, count * outer * padded.ld)
 
 
 def _extra_arg(arg: str, v: Variant, p: dict[str, int], shapes: Shapes, arrays: tuple,

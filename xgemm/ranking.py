@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from . import cost, gpu, tunefile
 from .checks import MAX_WORKSPACE_BYTES, Layout, Shapes, check_arch, layout_of
 from .choice import TMA_PADDING_PAYS, choose, heuristic
-from .operands import tma_ready
+from .operands import tma_ready, transposable
 from .registry import DTYPES, EIGHT_BIT, MAX_GRID, Variant, get_variant
 from .tma import ALIGNMENT as TMA_ALIGNMENT
 
@@ -25,13 +25,6 @@ MODEL_MARGIN = 0.1
 #: 0.2-0.3), as it was fitted on single products and the rules were measured on batches
 #: (the developers' suite's attention products).
 BATCH_MODEL_MARGIN = 0.3
-
-
-def transposable(shapes: Shapes, vector: bool) -> bool:
-    """Whether ``auto`` may copy an operand into its other layout first
-    (``Variant.transpose_first``): a matrix (not a 1-D operand) of an unbatched, non-empty
-    product; the transpose kernel also needs a unit stride in it."""
-    return not shapes.batch and not vector and 0 not in (shapes.m, shapes.n, shapes.k)
 
 
 def ruled(mats: tuple, layouts: list, shapes: Shapes, dtype: str, device: int,
