@@ -26,6 +26,7 @@ import torch
 import xgemm
 from xgemm import launch as launching
 from xgemm import plan as planning
+from xgemm import signature
 
 EMPTY = r"""
 extern "C" __global__ void empty0() {}
@@ -126,14 +127,14 @@ def step_rows(calls: int, rounds: int, dtype: torch.dtype) -> dict[str, float]:
     out = torch.empty(64, 64, device=device, dtype=dtype)
     xgemm.matmul(a, b)
     xgemm.matmul(a, b, out=out)
-    key = planning.call_key(a, b, None, "out", None, "auto", {}, None, None, None, False)
+    key = signature.call_key(a, b, None, "out", None, "auto", {}, None, None, None, False)
     plan = planning.PLANS.get(key)
     stream = launching.stream_pointer(plan)
     launches = next(iter(plan.recent_args.values()))
     rows = {
-        "call_key": per_call_us(lambda: planning.call_key(
+        "call_key": per_call_us(lambda: signature.call_key(
             a, b, None, "out", None, "auto", {}, None, None, None, False), calls, rounds),
-        "call_key with out": per_call_us(lambda: planning.call_key(
+        "call_key with out": per_call_us(lambda: signature.call_key(
             a, b, out, "out", None, "auto", {}, None, None, None, False), calls, rounds),
         "PLANS.get": per_call_us(lambda: planning.PLANS.get(key), calls, rounds),
         "stream_pointer": per_call_us(lambda: launching.stream_pointer(plan), calls, rounds),
@@ -159,11 +160,11 @@ def step_rows(calls: int, rounds: int, dtype: torch.dtype) -> dict[str, float]:
     xgemm.matmul(x, w.T)
     xgemm.matmul(x, w.T, out=y)
     wt = w.T
-    key = planning.call_key(x, wt, None, "out", None, "auto", {}, None, None, None, False)
+    key = signature.call_key(x, wt, None, "out", None, "auto", {}, None, None, None, False)
     plan = planning.PLANS.get(key)
-    rows["x @ w.T call_key"] = per_call_us(lambda: planning.call_key(
+    rows["x @ w.T call_key"] = per_call_us(lambda: signature.call_key(
         x, wt, None, "out", None, "auto", {}, None, None, None, False), calls, rounds)
-    rows["x @ w.T call_key with out"] = per_call_us(lambda: planning.call_key(
+    rows["x @ w.T call_key with out"] = per_call_us(lambda: signature.call_key(
         x, wt, y, "out", None, "auto", {}, None, None, None, False), calls, rounds)
     rows["x @ w.T output new_torch_result"] = per_call_us(plan.new_torch_result, calls, rounds)
     if plan.partials_bytes:

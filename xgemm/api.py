@@ -15,8 +15,9 @@ from typing import Any
 from . import autotune
 from .checks import AUTO, TUNE, Scales, check_factor, check_scalar, parse_activation, split_scales
 from .launch import run
-from .plan import PLANS, Plan, build, call_key
+from .plan import PLANS, Plan, build
 from .registry import Spec, get_variant
+from .signature import call_key
 
 #: The variant ``matmul`` uses when none is named: "auto", the tuned or ruled choice.
 DEFAULT_VARIANT = AUTO

@@ -300,6 +300,34 @@ def _enqueued(plan: Any, a: Any, b: Any, target: Any, bias: Any, alpha: float, b
         ptr_a = _copy_pointer(plan, plan.a, a, keep, stream_ptr)
     if plan.b.copied and plan.b.pad is None:
         ptr_b = _copy_pointer(plan, plan.b, b, keep, stream_ptr)
+    result, ptr_c, staging, view = _output(plan, target, torch_arrays)
+    if not plan.chunks:
+        return result
+    ptr_bias = 0 if bias is None else _bias_pointer(plan, bias, keep)
+    # The call's addresses, indexed by registry.Source: A, B, C, then split-K's (or rung
+    # 25's) partial sums and their counters, then an 8-bit product's scales (null: none)
+    ptrs = (ptr_a, ptr_b, ptr_c)
+    if plan.partials_bytes:
+        ptrs += _split_k(plan, stream_ptr, keep)
+    if plan.scaled:
+        ptrs += (0, 0)[:Source.SCALE_A - len(ptrs)] + tuple(
+            0 if x is None else pointer(x) for x in (scale_a, scale_b))
+    # The arguments of a recent call that had these addresses and scalars are these too:
+    # a loop over the same arrays builds them once, and so does one whose output and
+    # copies trade the memory pool's blocks from call to call.
+    launches = _remembered(plan.recent_args, (ptrs, ptr_bias, alpha, beta),
+                           lambda: _launches(plan, ptrs, ptr_bias, alpha, beta))
+    for launch, args in launches:
+        enqueue(launch, args, stream_ptr)
+    if staging is not None:
+        view[...] = staging.reshape(view.shape)  # the shape the plan gave it (folded rows)
+    return result
+
+
+def _output(plan: Any, target: Any, torch_arrays: bool) -> tuple[Any, int, Any, Any]:
+    """This call's result, the address the kernel writes, and where it writes through a
+    staging array (``plan.output == "staging"``), the staging array and the view of the
+    target it is copied back into (else None, None)."""
     staging = view = None
     if plan.output == "new":
         # Made in the result's shape: a fresh C-ordered array is the same bytes as the
@@ -330,36 +358,18 @@ def _enqueued(plan: Any, a: Any, b: Any, target: Any, bias: Any, alpha: float, b
             staging = (cupy.ascontiguousarray(view) if plan.read_c
                        else cupy.empty(plan.shapes.full, view.dtype))
             ptr_c = staging.data.ptr
-    if not plan.chunks:
-        return result
-    if bias is None:
-        ptr_bias = 0
-    elif plan.copy_bias:
+    return result, ptr_c, staging, view
+
+
+def _bias_pointer(plan: Any, bias: Any, keep: list) -> int:
+    """The bias's address; a strided one (rare, and small) copied first, kept in ``keep``."""
+    if plan.copy_bias:
         import cupy
 
-        bias = cupy.ascontiguousarray(to_cupy(bias))  # a strided bias (rare, and small)
+        bias = cupy.ascontiguousarray(to_cupy(bias))
         keep.append(bias)
-        ptr_bias = bias.data.ptr
-    else:
-        ptr_bias = pointer(bias)
-    # The call's addresses, indexed by registry.Source: A, B, C, then split-K's (or rung
-    # 25's) partial sums and their counters, then an 8-bit product's scales (null: none)
-    ptrs = (ptr_a, ptr_b, ptr_c)
-    if plan.partials_bytes:
-        ptrs += _split_k(plan, stream_ptr, keep)
-    if plan.scaled:
-        ptrs += (0, 0)[:Source.SCALE_A - len(ptrs)] + tuple(
-            0 if x is None else pointer(x) for x in (scale_a, scale_b))
-    # The arguments of a recent call that had these addresses and scalars are these too:
-    # a loop over the same arrays builds them once, and so does one whose output and
-    # copies trade the memory pool's blocks from call to call.
-    launches = _remembered(plan.recent_args, (ptrs, ptr_bias, alpha, beta),
-                           lambda: _launches(plan, ptrs, ptr_bias, alpha, beta))
-    for launch, args in launches:
-        enqueue(launch, args, stream_ptr)
-    if staging is not None:
-        view[...] = staging.reshape(view.shape)  # the shape the plan gave it (folded rows)
-    return result
+        return bias.data.ptr
+    return pointer(bias)
 
 
 def _remembered(memo: dict, key: tuple, make: Callable[[], Any]) -> Any:

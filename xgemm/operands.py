@@ -27,6 +27,7 @@ from .checks import (
     overlaps,
 )
 from .compile import PAD_THREADS, PAD_UNROLL, get_kernel, pad_kernel
+from .frameworks import pointer
 from .kernel_args import geometry, packed
 from .registry import DTYPES, FAMILY_DEFAULTS, Spec, Variant, cdiv, get_variant, numpy_dtype
 from .tma import ALIGNMENT as TMA_ALIGNMENT
@@ -398,3 +399,25 @@ def plan_output(target: cupy.ndarray | None, shapes: Shapes, c_dtype: str,
             full_c, output = cupy.empty(shapes.full, view.dtype), "staging"
     layout_c = layout_of(full_c.shape, full_c.strides, full_c.itemsize, ("row",), write=True)
     return full_c, output, layout_c
+
+
+def alignment_flags(v: Variant, arrays: tuple, layouts: tuple, shapes: Shapes
+           ) -> tuple[tuple[str, bool], ...]:
+    """The variant's boolean specialisations for these operands: ``aligned``, in each of
+    A, B and C every group of four elements along a contiguous dimension starts at a
+    4-element boundary and lies wholly inside the matrix; ``aligned16``, the same for
+    groups of 16 bytes (C may be wider than A and B: each counts in its own elements)."""
+    extents = (shapes.m if layouts[0].col else shapes.k,
+               shapes.k if layouts[1].col else shapes.n, shapes.n)  # along each one's rows
+    # Per array, its address and sizes in bytes, ORed: a power of two divides them all
+    # where it divides this (itemsizes and groups are powers of two)
+    bits = [(pointer(x) | (size | layout.ld | layout.batch_stride) * x.itemsize, x.itemsize)
+            for x, layout, size in zip(arrays, layouts, extents, strict=True)]
+    flags = {}
+    for flag in v.flags:
+        if flag not in ("aligned", "aligned16"):
+            raise ValueError(f"variant {v.name!r} declares the unknown flag {flag!r}")
+        flags[flag] = all(
+            together % (item * (4 if flag == "aligned" else max(1, 16 // item))) == 0
+            for together, item in bits)
+    return tuple(sorted(flags.items()))

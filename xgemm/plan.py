@@ -21,8 +21,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from . import gpu, tunefile
 from .checks import (
     AUTO,
@@ -41,7 +39,6 @@ from .checks import (
     check_scales,
     check_target,
     check_workspace,
-    extent,
     layout_of,
     meta,
     native,
@@ -56,6 +53,7 @@ from .launch import packed
 from .operands import (
     OperandPlan,
     PadLaunch,
+    alignment_flags,
     folded_rows,
     plan_operand,
     plan_output,
@@ -217,93 +215,6 @@ PLANS = PlanCache()
 tunefile.on_change(PLANS.clear)
 
 
-def array_key(x: Any) -> tuple | None:
-    """What of ``x`` decides a plan: shape, strides, dtype, the alignment of its address
-    (the largest power of two up to 64 that divides it: every alignment rule of the
-    kernels reads only this), its GPU (and by its dtype object, its framework); None for
-    an array of neither CuPy nor PyTorch, which a call converts first."""
-    return _keyed(x)[0]
-
-
-def _keyed(x: Any) -> tuple[tuple | None, int]:
-    """:func:`array_key` of ``x`` and its address (0 with no key)."""
-    kind = framework(type(x))
-    if kind == "torch":
-        address = x.data_ptr()
-        capped = address | 64
-        return (x.shape, x.stride(), x.dtype, capped & -capped, x.get_device()), address
-    if kind == "cupy":
-        data = x.data
-        address = data.ptr
-        capped = address | 64
-        return (x.shape, x.strides, x.dtype, capped & -capped, data.device_id), address
-    return None, 0
-
-
-@functools.lru_cache(maxsize=1024)
-def _reach(key: tuple) -> tuple[int, int]:
-    """The bytes an array of :func:`array_key` ``key`` spans, from its first element's
-    address to one past its last (``xgemm.checks.extent``): cached, as a loop's calls
-    repeat a few shapes and strides (PyTorch's strides are in elements, CuPy's in bytes,
-    and a key's dtype object says which)."""
-    shape, strides, dtype = key[:3]
-    itemsize = dtype.itemsize
-    if isinstance(dtype, np.dtype):
-        return extent(0, shape, strides, itemsize)
-    return extent(0, shape, tuple(s * itemsize for s in strides), itemsize)
-
-
-def call_key(a: Any, b: Any, target: Any, target_name: str, bias: Any, variant: str,
-             params: dict[str, int], activation: str | None, precision: str | None,
-             out_dtype: str | None, read_c: bool, formats: Any = None,
-             scales: Scales | None = None) -> tuple | None:
-    """The signature of a call, or None if an array is of neither CuPy nor PyTorch."""
-    (key_a, address_a), (key_b, address_b) = _keyed(a), _keyed(b)
-    if key_a is None or key_b is None:
-        return None
-    key = (key_a, key_b, variant, tuple(sorted(params.items())) if params else (),
-           activation, precision, out_dtype)
-    if formats is not None or scales is not None:  # 8-bit products
-        if not (formats is None or isinstance(formats, str) or (
-                isinstance(formats, (tuple, list))
-                and all(f is None or isinstance(f, str) for f in formats))):
-            return None  # not a format's name: the checks say so
-        key_sa = key_sb = None
-        if scales is not None:
-            if scales.a is not None and (key_sa := array_key(scales.a)) is None:
-                return None
-            if scales.b is not None and (key_sb := array_key(scales.b)) is None:
-                return None
-        key += (tuple(formats) if isinstance(formats, list) else formats, (key_sa, key_sb))
-    if target is not None:
-        target_key, start = _keyed(target)
-        if target_key is None:
-            return None
-        bias_key, address_bias = (None, 0) if bias is None else _keyed(bias)
-        if bias is not None and bias_key is None:
-            return None
-        # Whether the target shares a byte with an input (it is then written through a
-        # temporary): from each array's address and its cached reach
-        low, high = _reach(target_key)
-        low, high = start + low, start + high
-        first, end = _reach(key_a)
-        shared = low < address_a + end and address_a + first < high
-        if not shared:
-            first, end = _reach(key_b)
-            shared = low < address_b + end and address_b + first < high
-        if bias is not None and not shared:
-            first, end = _reach(bias_key)
-            shared = low < address_bias + end and address_bias + first < high
-        key += (target_name, target_key, read_c, shared)
-        return key if bias is None else key + (bias_key,)
-    if bias is not None:
-        bias_key = array_key(bias)
-        if bias_key is None:
-            return None
-        key += (bias_key,)
-    return key
-
-
 # -- building a plan ---------------------------------------------------------------------
 def build(a: Any, b: Any, variant: str, target: Any, target_name: str, bias: Any,
           activation: str | None, precision: str | None, out_dtype: str | None,
@@ -318,41 +229,17 @@ def build(a: Any, b: Any, variant: str, target: Any, target_name: str, bias: Any
     place of auto's own pick, as auto plans it (copies into the fast layout included);
     ``contenders``, how many of the cost model's cheapest candidates besides the rules'
     pick the plan lists (``Plan.contenders``) for autotuning to time."""
-    if variant in (AUTO, TUNE):
-        if params:
-            raise ValueError(
-                f"variant={variant!r} picks its own parameters, so {sorted(params)} cannot be "
-                "given; name a variant to set them (xgemm.variants() lists the names)"
-            )
-        v = None
-    else:
-        v = get_variant(variant)
+    v = _named(variant, params)
     act = parse_activation(activation)
     check_precision(precision)
     alpha = check_scalar("alpha", alpha)
     beta = check_scalar("beta", beta)
-
-    metas = (meta(a, "a"), meta(b, "b"))
-    # Checked before any conversion where the arrays say what they are without one
-    # (DLPack objects such as PyTorch tensors: after it)
-    checked = check_operands(*metas, v, params, formats) if None not in metas else None
-    a, b = native(a), native(b)
-    ca, cb = to_cupy(a), to_cupy(b)
-    if checked is None:  # PyTorch's float8 tensors come as bytes: their dtype names the format
-        formats = torch_formats(a, b, formats)
-    dtype, b_dtype, shapes = checked or check_operands(
-        Meta(ca.shape, ca.dtype), Meta(cb.shape, cb.dtype), v, params, formats)
-    if precision == "tf32" and dtype != "float32":
-        raise ValueError(f"precision='tf32' lets float32 inputs run as TF32; a and b are {dtype}:"
-                         " leave precision out")
+    a, b, ca, cb, dtype, b_dtype, shapes = _operands(a, b, v, params, formats, precision)
     c_dtype = output_dtype(dtype, out_dtype, target, target_name)
     scales = scales or Scales(1.0, None, None, given=False)
     check_factor(dtype, c_dtype, alpha, scales)
-    sa = sb = None
-    if dtype in EIGHT_BIT:
-        sa, sb, scalings = check_scales(scales, shapes)
-    else:
-        scalings = ("none", "none")
+    sa, sb, scalings = (check_scales(scales, shapes) if dtype in EIGHT_BIT
+                        else (None, None, ("none", "none")))
     ctarget = None
     if target is not None:
         ctarget = check_target(target_name, target, shapes.out, c_dtype)
@@ -384,6 +271,37 @@ def build(a: Any, b: Any, variant: str, target: Any, target_name: str, bias: Any
                         choice, contenders, folded=folded is not None)
     return plan, (a, b, target, bias, sa, sb)
 
+
+def _named(variant: str, params: dict[str, int]) -> Variant | None:
+    """The variant named (None for ``auto`` and ``tune``, which take no parameters)."""
+    if variant in (AUTO, TUNE):
+        if params:
+            raise ValueError(
+                f"variant={variant!r} picks its own parameters, so {sorted(params)} cannot be "
+                "given; name a variant to set them (xgemm.variants() lists the names)"
+            )
+        return None
+    return get_variant(variant)
+
+
+def _operands(a: Any, b: Any, v: Variant | None, params: dict[str, int], formats: Any,
+              precision: str | None) -> tuple[Any, Any, Any, Any, str, str | None, Shapes]:
+    """a and b checked (``checks.check_operands``): each as the call's framework holds it
+    and as a CuPy view, the product's dtype, B's where it differs (8-bit), its shapes."""
+    metas = (meta(a, "a"), meta(b, "b"))
+    # Checked before any conversion where the arrays say what they are without one
+    # (DLPack objects such as PyTorch tensors: after it)
+    checked = check_operands(*metas, v, params, formats) if None not in metas else None
+    a, b = native(a), native(b)
+    ca, cb = to_cupy(a), to_cupy(b)
+    if checked is None:  # PyTorch's float8 tensors come as bytes: their dtype names the format
+        formats = torch_formats(a, b, formats)
+    dtype, b_dtype, shapes = checked or check_operands(
+        Meta(ca.shape, ca.dtype), Meta(cb.shape, cb.dtype), v, params, formats)
+    if precision == "tf32" and dtype != "float32":
+        raise ValueError(f"precision='tf32' lets float32 inputs run as TF32; a and b are {dtype}:"
+                         " leave precision out")
+    return a, b, ca, cb, dtype, b_dtype, shapes
 
 def _lay_out(a: cupy.ndarray, b: cupy.ndarray, v: Variant | None, params: dict[str, int],
              shapes: Shapes, dtype: str, c_dtype: str, device: int, act: str,
@@ -423,8 +341,8 @@ def _lay_out(a: cupy.ndarray, b: cupy.ndarray, v: Variant | None, params: dict[s
     p = _store(v, p, dtype, c_dtype, read_c, full_c, layout_c, device)
 
     spec = Spec(dtype, plan_a.layout.col, plan_b.layout.col, bias is not None, act, read_c,
-                _flags(v, (full_a, full_b, full_c), (plan_a.layout, plan_b.layout, layout_c),
-                       shapes),
+                alignment_flags(v, (full_a, full_b, full_c),
+                                (plan_a.layout, plan_b.layout, layout_c), shapes),
                 out_dtype=None if c_dtype == default_output(dtype) else c_dtype, **spec_extras)
     pads = tuple(x.pad for x in (plan_a, plan_b) if x.pad is not None)
     plan = Plan(v, p, spec, device, kind, shapes, plan_a, plan_b, layout_c, output, read_c,
@@ -534,25 +452,3 @@ def _extra_arg(arg: str, v: Variant, p: dict[str, int], shapes: Shapes, arrays: 
     return ExtraArg(Source(index), offsets[index], (
         x.dtype.name, (inner, outer, count if batched else 1),
         (layout.ld * item, stride * item), (row, box if k_contiguous else row, 1)))
-
-
-def _flags(v: Variant, arrays: tuple, layouts: tuple, shapes: Shapes
-           ) -> tuple[tuple[str, bool], ...]:
-    """The variant's boolean specialisations for these operands: ``aligned``, in each of
-    A, B and C every group of four elements along a contiguous dimension starts at a
-    4-element boundary and lies wholly inside the matrix; ``aligned16``, the same for
-    groups of 16 bytes (C may be wider than A and B: each counts in its own elements)."""
-    extents = (shapes.m if layouts[0].col else shapes.k,
-               shapes.k if layouts[1].col else shapes.n, shapes.n)  # along each one's rows
-    # Per array, its address and sizes in bytes, ORed: a power of two divides them all
-    # where it divides this (itemsizes and groups are powers of two)
-    bits = [(pointer(x) | (size | layout.ld | layout.batch_stride) * x.itemsize, x.itemsize)
-            for x, layout, size in zip(arrays, layouts, extents, strict=True)]
-    flags = {}
-    for flag in v.flags:
-        if flag not in ("aligned", "aligned16"):
-            raise ValueError(f"variant {v.name!r} declares the unknown flag {flag!r}")
-        flags[flag] = all(
-            together % (item * (4 if flag == "aligned" else max(1, 16 // item))) == 0
-            for together, item in bits)
-    return tuple(sorted(flags.items()))
