@@ -3,7 +3,7 @@ operand whose rows are not 16-byte multiples (``xgemm.launch.pad_rows``), timed 
 a seeded sample of 16-bit operands (lines from 1 to 16384, each of 1 to 16384 values,
 an odd count), with CUDA events, L2 flushed, median of 30, beside a device-to-device
 ``cudaMemcpyAsync`` of as many contiguous bytes (DRAM's pace); and the host's time to
-queue one. Fits the cost model's copy constants to them (``xgemm.cost.fit_copies``), which
+queue one. Fits the cost model's copy constants to them (``xgemm.calibrate.fit_copies``), which
 ``xgemm calibrate --copies out.json`` then uses.
 
     PYTHONPATH=. python bench/pad_copy.py --json out.json

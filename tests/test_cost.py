@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 import xgemm
-from xgemm import cost
+from xgemm import calibrate, cost
 from xgemm.cost import Shape
 from xgemm.tools import generalisation
 
@@ -69,10 +69,10 @@ def test_fit_copies_recovers_its_constants_and_needs_three_copies():
     launch, bandwidth, line = 5e-6, 1e12, 1e-9
     samples = [(b, n, launch + b / bandwidth + n * line)
                for b, n in ((2**12, 2**10), (2**20, 2**4), (2**26, 2**12), (2**16, 2**16))]
-    found = cost.fit_copies(samples)
+    found = calibrate.fit_copies(samples)
     assert found == pytest.approx((launch, bandwidth, line), rel=1e-6)
     with pytest.raises(ValueError, match="needs 3"):
-        cost.fit_copies(samples[:2])
+        calibrate.fit_copies(samples[:2])
 
 
 @pytest.mark.parametrize("dtype", SIXTEEN)
@@ -197,7 +197,7 @@ def test_the_fit_recovers_constants_it_made_up():
         shape = Shape(m, n, k, ragged_c=cost.ragged_rows(n, 2))
         w = cost.work(v, v.defaults, "float16", shape, 132)
         samples.append((w, shape, cost.predict(truth, w, shape, cal)))
-    fitted, error = cost.fit_point(samples, cal)
+    fitted, error = calibrate.fit_point(samples, cal)
     assert error < 0.1  # the grid's steps are 33% apart
     for w, shape, t in samples:
         assert cost.predict(fitted, w, shape, cal) == pytest.approx(t, rel=0.2)
@@ -209,14 +209,14 @@ def test_a_faster_copy_since_the_samples_changes_only_the_copy_constants(monkeyp
     copy is priced as it is now."""
     sample = RESULTS / "calibration" / "random_bfloat16_seed1.json"
     rows = json.loads(sample.read_text())["rows"][:20]
-    monkeypatch.setattr(cost, "occupancies", lambda rows: {})  # no offline builds
+    monkeypatch.setattr(calibrate, "occupancies", lambda rows: {})  # no offline builds
     then, now = (4e-6, 7e11, 4e-10), (3e-6, 2e12, 1e-11)
-    before, _ = cost.fit(rows, "H100", 132, 3e12, copies=then, rows_share_pad_launch=False)
-    after, _ = cost.fit(rows, "H100", 132, 3e12, copies=now, sampled_copies=then)
+    before, _ = calibrate.fit(rows, "H100", 132, 3e12, copies=then, rows_share_pad_launch=False)
+    after, _ = calibrate.fit(rows, "H100", 132, 3e12, copies=now, sampled_copies=then)
     assert after.points == before.points and after.copy_penalty == before.copy_penalty
     assert (after.copy_launch, after.copy_bandwidth, after.copy_line) == now
     with pytest.raises(ValueError, match="pass copies too"):
-        cost.fit(rows, "H100", 132, 3e12, sampled_copies=then)
+        calibrate.fit(rows, "H100", 132, 3e12, sampled_copies=then)
 
 
 def test_a_seed_makes_the_same_sample():

@@ -549,7 +549,7 @@ def _copy_constants(path: str) -> tuple[float, float, float]:
 def _calibrate(args: argparse.Namespace) -> int:
     import json
 
-    from .. import cost
+    from .. import calibrate
     from .bench import load_json
 
     rows, machine = [], {}
@@ -563,7 +563,7 @@ def _calibrate(args: argparse.Namespace) -> int:
                      "what a copy costs now", "calibrate")
     copies, sampled = (_copy_constants(path) if path else None
                        for path in (args.copies, args.copies_sampled))
-    cal, errors = cost.fit(rows, machine.get("gpu", "unknown"),
+    cal, errors = calibrate.fit(rows, machine.get("gpu", "unknown"),
                            machine.get("sm_count") or 132, bandwidth, copies=copies,
                            sampled_copies=sampled)
     if args.host:
