@@ -2,10 +2,11 @@
 
 They are memory-bound: what counts is how close they come to the device's copy
 bandwidth (``xgemm bench --family ...``). Each family's variants are declared beside the
-GEMM ladder (``xgemm/declarations.py``) and rendered from ``kernels/<family>/``; the checks
-are the GEMMs' (dtype, GPU arrays, parameters against the declared rules and the
-device's limits), all before anything is compiled or launched; those that need no GPU
-(GPU arrays, dtype, shapes, parameters) before CuPy is even imported.
+GEMM ladder (``xgemm/declarations/memory_bound.py``) and rendered from
+``kernels/<family>/``; the checks are the GEMMs' (dtype, GPU arrays, parameters against
+the declared rules and the device's limits), all before anything is compiled or
+launched; those that need no GPU (GPU arrays, dtype, shapes, parameters) before CuPy is
+even imported.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """What a kernel variant is, and the registry that names them.
 
-A variant is declared once, as data (see ``xgemm/declarations.py``): its template, default
+A variant is declared once, as data (see ``xgemm/declarations/``): its template, default
 parameters, the space a sweep walks, the constraints its parameters must meet and its
 launch geometry. The constraints and geometry are Python expressions over the same
 names the template uses (``BM``, ``TM``, ``tile``...), so a reader sees in one place what

@@ -1,0 +1,239 @@
+"""Rungs 11-17, on the tensor cores: wmma and mma.sync (sm_80 on), then Hopper's wgmma
+fed by TMA (a ring, a producer warp, C stored by TMA; TF32 and float64 twins), split
+along K, and few rows a block.
+"""
+
+from __future__ import annotations
+
+from ..registry import Variant, register
+from .cuda_cores import WARP_TILING
+
+# The tensor-core rungs: warp tiles as above, 16-bit inputs (float32 as TF32 where a rung
+# says so), float accumulators, sm_80 on.
+TENSOR_CORES = dict(
+    block=WARP_TILING["block"],
+    grid=WARP_TILING["grid"],
+    dtypes=("float16", "bfloat16"),
+    min_cc=80,
+)
+
+register(Variant(
+    name="wmma",
+    template="gemm/11_wmma.cu.j2",
+    adds="tensor cores through the WMMA API: a warp multiplies 16 x 16 x 16 fragments at once",
+    defaults={"BM": 128, "BN": 128, "BK": 32, "WM": 64, "WN": 32},
+    space={"BM": [64, 128], "BN": [64, 128], "BK": [16, 32], "WM": [32, 64], "WN": [32, 64]},
+    constraints=[
+        "BM % WM == 0 and BN % WN == 0",
+        "WM % 16 == 0 and WN % 16 == 0 and BK % 16 == 0",
+        "BM * BK % THREADS == 0 and BK * BN % THREADS == 0",
+    ],
+    smem_bytes="BYTES * (BM * (BK + 8) + BK * (BN + 8)) + 4 * 256 * (BM // WM) * (BN // WN)",
+    **TENSOR_CORES,
+))
+
+# What a TF32 rung (12', 14') is: float32 inputs on the tensor cores as TF32, only when
+# asked for (by name, or precision="tf32"), read K-major.
+TF32 = dict(dtypes=("float32",), a_layouts=("row",), b_layouts=("col",), precision="tf32",
+            # auto copies an operand that is not K-major into K-major first, always: the
+            # copy costs two passes over it; the exact rung auto took instead ran at 0.12x
+            # cuBLAS's TF32 (NN 4096^3)
+            transpose_first={"a": ("row", "True"), "b": ("col", "True")})
+TF32_ADDS = "(10-bit mantissas): K-major operands (a row-major A, a column-major B such as w.T)"
+
+# Rung 12 for 16-bit inputs and for float32 inputs as TF32.
+MMA = dict(
+    template="gemm/12_mma.cu.j2",
+    defaults={"BM": 128, "BN": 128, "BK": 32, "WM": 64, "WN": 64, "STAGES": 3, "GROUP": 8},
+    space={"BM": [64, 128, 256], "BN": [64, 128, 256], "BK": [32, 64], "WM": [32, 64],
+           "WN": [32, 64], "STAGES": [2, 3, 4], "GROUP": [8]},
+    constraints=[
+        "BM % WM == 0 and BN % WN == 0",
+        "WM % 16 == 0 and WN % 16 == 0",
+        "128 <= THREADS <= 256",               # with fewer warps ptxas spills
+        "BK == 32 or WM * WN < 64 * 64",       # 128 accumulators and 64-deep phases spill
+        # a thread copies as many 16-byte chunks as every other, at most 8 of A's and of B's
+        "BM * BK * BYTES // 16 % THREADS == 0 and BK * BN * BYTES // 16 % THREADS == 0",
+        "BM * BK * BYTES // 16 <= 8 * THREADS and BK * BN * BYTES // 16 <= 8 * THREADS",
+    ],                                         # (16 a thread: tf32 64 x 256 tiles spill)
+    smem_bytes="BYTES * STAGES * BK * (BM + BN)",
+    dynamic_smem=True,
+    flags=("aligned16",),
+    **TENSOR_CORES,
+)
+
+register(Variant(
+    name="mma",
+    candidates=[{}, {"BM": 64, "BN": 64, "WM": 32, "WN": 32}],
+    adds="mma.sync from ldmatrix on swizzled tiles, fed by a cp.async ring",
+    **MMA,
+))
+
+register(Variant(
+    name="mma_tf32",
+    candidates=[{}, {"BM": 64, "BN": 64, "WM": 32, "WN": 32}],
+    adds="mma.sync m16n8k8 for float32 inputs as TF32 " + TF32_ADDS,
+    **{**MMA, **TF32},
+))
+
+# The Hopper rungs: wgmma fed by a TMA ring (13), and its C through TMA stores (14), for
+# 16-bit inputs and (14') float32 inputs as TF32.
+HOPPER = dict(
+    constraints=[
+        "STAGES >= 2",      # a consumer hands a slot back only once the next one is full
+        "CONSUMERS <= 2 and BM <= 256",  # a TMA box has at most 256 rows
+        # whole m64 rows per consumer warpgroup, whole 64-wide boxes
+        "BM % (64 * CONSUMERS) == 0 and BN % 64 == 0",
+        "BM // CONSUMERS // 64 * BN // 2 <= 128",  # accumulators a consumer thread holds
+    ],
+    block=("128 * (CONSUMERS + 1)",),
+    # one block per SM, at most one per tile, for each product of the batch (grid z); with
+    # SPREAD, the SMs shared among the products: SMS // BATCH blocks each, at least one
+    grid=("min(max(1, SMS // BATCH) if SPREAD else SMS, cdiv(M, BM) * cdiv(N, BN))", "1"),
+    dynamic_smem=True,
+    min_cc=90,
+    target="sm_90a",
+    dtypes=("float16", "bfloat16"),
+    tile_shape=("BM", "BN", "128 // BYTES"),  # a K step: one 128-byte row of each operand
+)
+# the ring (128 bytes of k per row a stage), its 2 x STAGES mbarriers, 1 KiB to align it
+RING_BYTES = "STAGES * (BM + BN) * 128 + 16 * STAGES + 1024"
+
+register(Variant(
+    name="wgmma_ring",
+    template="gemm/13_wgmma_ring.cu.j2",
+    adds="Hopper: warpgroups issue wgmma on shared-memory tiles that TMA brings into an mbarrier"
+         " ring; a producer warpgroup, CONSUMERS consumer warpgroups, a persistent grid",
+    defaults={"BM": 128, "BN": 256, "CONSUMERS": 2, "STAGES": 4, "GROUP": 8, "SPREAD": 0},
+    space={"BM": [64, 128, 256], "BN": [64, 128, 256], "CONSUMERS": [1, 2],
+           "STAGES": [2, 3, 4, 5, 6], "GROUP": [8], "SPREAD": [0]},
+    smem_bytes=RING_BYTES,
+    tma_boxes={"a": "BM", "b": "BN"},  # A's box: BM rows; B's: BN
+    extra_args=("tensor_map_a", "tensor_map_b"),
+    **HOPPER,
+))
+
+WGMMA = dict(
+    **{**HOPPER, "constraints": [
+        *HOPPER["constraints"],
+        "TMA_STORE in (0, 1, 2)",  # 2: planned, for rows TMA cannot write
+        # ptxas spills staging a float32 C from two m64 row blocks of 128 accumulators
+        # in the 168 registers a thread of 384 gets
+        "not (TMA_STORE and BYTES == 4 and CONSUMERS == 2 and BN == 128 and BM == 256)",
+    ]},
+    template="gemm/14_wgmma.cu.j2",
+    defaults={"BM": 128, "BN": 256, "CONSUMERS": 2, "STAGES": 3, "GROUP": 8, "TMA_STORE": 1,
+              "SPREAD": 0},
+    space={"BM": [64, 128, 256], "BN": [64, 128, 192, 256], "CONSUMERS": [1, 2],
+           "STAGES": [2, 3, 4, 5, 6], "GROUP": [8], "TMA_STORE": [0, 1], "SPREAD": [0]},
+    # with C staged (TMA_STORE 1 or 2), each consumer warpgroup's rows of a tile of C too,
+    # a 16-byte line more a row where TMA cannot write them (2)
+    smem_bytes=RING_BYTES + " + min(TMA_STORE, 1) * BM * BN * BYTES + (TMA_STORE == 2) * BM * 16",
+    # C's box: one consumer warpgroup's rows, when C leaves through TMA
+    tma_boxes={"a": "BM", "b": "BN", "c": "(TMA_STORE == 1) * BM // CONSUMERS"},
+    extra_args=("tensor_map_a", "tensor_map_b", "tensor_map_c"),
+)
+
+register(Variant(
+    name="wgmma",
+    # 128 x 256 tiles, narrower ones for outputs of few tiles (one m64 warpgroup and a
+    # deeper ring under 128 rows), 128 x 192 where their waves are whole and 256's ragged
+    # (512 x 18944 x 3584: 4 x 99 tiles, three waves of 132), and blocks sharing the SMs
+    # among a batch's products
+    candidates=[{}, {"BN": 128, "STAGES": 6}, {"BM": 64, "BN": 128, "CONSUMERS": 1, "STAGES": 6},
+                {"BM": 64, "BN": 64, "CONSUMERS": 1, "STAGES": 6}, {"BN": 192, "STAGES": 4},
+                {"BN": 128, "STAGES": 6, "SPREAD": 1}],
+    adds="C staged in shared memory and written by TMA stores while the next tile runs",
+    **WGMMA,
+))
+
+register(Variant(
+    name="wgmma_tf32",
+    candidates=[{}, {"BN": 128}, {"BM": 64, "BN": 128, "CONSUMERS": 1, "STAGES": 6}],
+    adds="wgmma for float32 inputs as TF32 " + TF32_ADDS,
+    # C of float32 through shared memory would leave room for only two stages of 128 x 256
+    **{**WGMMA, **TF32, "defaults": {**WGMMA["defaults"], "STAGES": 4, "TMA_STORE": 0}},
+))
+
+
+register(Variant(
+    name="dmma",
+    template="gemm/15_dmma.cu.j2",
+    adds="rung 12 for float64 on the FP64 tensor cores (mma.sync .f64): each lane loads its"
+         " own doubles, so every layout is read in place; padded tiles",
+    candidates=[{}, {"BM": 64, "BN": 64, "WM": 32, "WN": 32}],
+    defaults={"BM": 64, "BN": 128, "BK": 8, "WM": 64, "WN": 32, "STAGES": 3, "GROUP": 8},
+    space={"BM": [64, 128], "BN": [64, 128], "BK": [8, 16], "WM": [32, 64],
+           "WN": [32, 64], "STAGES": [2, 3, 4], "GROUP": [8]},
+    constraints=[
+        "BM % WM == 0 and BN % WN == 0",
+        "WM % 16 == 0 and WN % 8 == 0",
+        "128 <= THREADS <= 256",
+        "WM * WN <= 64 * 32",  # 64 double accumulators (128 registers) a thread
+        "WM * WN < 64 * 32 or BK == 8",  # with those, 16-deep phases spill (sm_90)
+        # a thread copies as many 16-byte chunks as every other
+        "BM * BK // 2 % THREADS == 0 and BK * BN // 2 % THREADS == 0",
+    ],
+    # each operand's tile and 4 doubles of padding a row (BM or BN rows K-major, else BK)
+    smem_bytes="BYTES * STAGES * ((BM + BN) * BK + 4 * (max(BM, BK) + max(BN, BK)))",
+    dynamic_smem=True,
+    flags=("aligned16",),
+    block=WARP_TILING["block"],
+    grid=WARP_TILING["grid"],
+    dtypes=("float64",),
+    min_cc=80,
+))
+
+# Rungs 16 and 17: the Hopper ring with rung 10's split of K, for outputs of few tiles.
+# Each consumer warp counts its own fragment in (one counter a warp), and the grid shares
+# the SMs among the products and splits (grid z), one block per tile at most.
+HOPPER_SPLIT_K = dict(
+    **{**HOPPER, "grid": ("min(max(1, SMS // (BATCH * SPLITS)), cdiv(M, BM) * cdiv(N, BN))",
+                          "1")},
+    smem_bytes=RING_BYTES,
+    tma_boxes={"a": "BM", "b": "BN"},
+    extra_args=("tensor_map_a", "tensor_map_b", "partials", "arrivals"),
+    splits="SPLITS",
+    counters="4 * CONSUMERS",
+)
+
+register(Variant(
+    name="wgmma_splitk",
+    template="gemm/16_wgmma_splitk.cu.j2",
+    adds="rung 13 with K split across blocks (rung 10's idea), for outputs of few tiles such"
+         " as few rows: SPLITS blocks a tile, each warp's last adds the partials in order",
+    candidates=[{}, {"SPLITS": 4}, {"BM": 128, "CONSUMERS": 2}],
+    defaults={"BM": 64, "BN": 64, "CONSUMERS": 1, "STAGES": 6, "GROUP": 8, "SPLITS": 2},
+    # SPLITS 3 and 4 measured slower at 16 x 4096 x 4096, 8 or 10 stages no faster (evidence/
+    # wgmma_splitk.txt): the grid stays at SMS blocks, so more splits only walk more tiles
+    space={"BM": [64, 128], "BN": [64, 128], "CONSUMERS": [1, 2], "STAGES": [4, 6],
+           "GROUP": [8], "SPLITS": [2, 4]},
+    **{**HOPPER_SPLIT_K, "constraints": [
+        *HOPPER["constraints"],
+        # with the partials' loops, 128 accumulators a consumer thread spill (128 x 128,
+        # one consumer)
+        "BM // CONSUMERS * BN <= 64 * 128",
+    ]},
+))
+
+register(Variant(
+    name="wgmma_rows",
+    template="gemm/17_wgmma_rows.cu.j2",
+    adds="rung 16 for few rows: A's rows are the instruction's n (from 8) and B's columns its"
+         " m, so no m64 instruction computes rows that are not there",
+    candidates=[{"BN": 64}, {}, {"SPLITS": 4}, {"BM": 32}],
+    defaults={"BM": 16, "BN": 128, "CONSUMERS": 1, "STAGES": 8, "GROUP": 8, "SPLITS": 2},
+    space={"BM": [16, 32], "BN": [64, 128], "CONSUMERS": [1, 2], "STAGES": [4, 8],
+           "GROUP": [8], "SPLITS": [2, 4]},
+    **{**HOPPER_SPLIT_K, "constraints": [
+        "STAGES >= 2",  # a consumer hands a slot back only once the next one is full
+        "CONSUMERS <= 2 and BN <= 256",  # a TMA box has at most 256 rows
+        # whole m64 column blocks per consumer warpgroup; n a multiple of 8, at most 256
+        "BN % (64 * CONSUMERS) == 0 and BM % 8 == 0 and BM <= 256",
+        "BN // CONSUMERS // 64 * BM // 2 <= 128",  # accumulators a consumer thread holds
+    ]},
+    # A's rows are wgmma's B operand, with n = BM: read K-major only. A column-major A (M x K,
+    # few rows: a small copy) is copied row-major first.
+    a_layouts=("row",),
+    transpose_first={"a": ("row", "True")},
+))
