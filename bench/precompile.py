@@ -20,7 +20,7 @@ import cupy
 
 import xgemm
 from xgemm.compile import get_kernel
-from xgemm.registry import ACTIVATIONS, EIGHT_BIT, Spec
+from xgemm.specs import ACTIVATIONS, EIGHT_BIT, Spec
 
 
 def candidate_jobs(names):

@@ -17,7 +17,7 @@ import numpy as np
 import xgemm
 import xgemm.compile
 import xgemm.registry
-from xgemm.registry import numpy_dtype
+from xgemm.specs import numpy_dtype
 
 SHAPES = ((256, 256, 128), (1000, 700, 300), (127, 129, 255), (4096, 4096, 4096))
 CONFIGS = [{}, {"BN": 128, "STAGES": 6}, {"BM": 256, "BN": 128, "STAGES": 4},

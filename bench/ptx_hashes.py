@@ -29,7 +29,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from tqdm import tqdm  # noqa: E402
 
 from xgemm import get_variant  # noqa: E402
-from xgemm.registry import EIGHT_BIT, Spec, variants  # noqa: E402
+from xgemm.registry import variants  # noqa: E402
+from xgemm.specs import EIGHT_BIT, Spec
 
 
 def specialisations(names: list[str]) -> list[dict]:

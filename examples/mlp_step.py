@@ -136,7 +136,7 @@ def relative(a, b) -> float:
 def compare(dtype: str, steps: int) -> dict:
     """The step with each matmul, from the same parameters: gradients compared against a
     float64 step, then both timed; the inference forward timed likewise."""
-    np_dtype = xgemm.registry.numpy_dtype(dtype)
+    np_dtype = xgemm.specs.numpy_dtype(dtype)
     params, x, target = init(np_dtype)
     exact = [(w.astype(cupy.float64), b.astype(cupy.float64)) for w, b in params]
     reference = step(with_cupy, exact, x.astype(cupy.float64), target.astype(cupy.float64))

@@ -105,7 +105,7 @@ def tolerance(name: str, dtype: str) -> float:
 
 def cupy_dtype(name: str):
     """The dtype object for ``name`` (bfloat16 is ml_dtypes')."""
-    from xgemm.registry import numpy_dtype
+    from xgemm.specs import numpy_dtype
 
     return numpy_dtype(name)
 

@@ -20,7 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 import xgemm
-from xgemm.registry import C_TYPES, Spec
+from xgemm.specs import C_TYPES, Spec
 
 #: Set to 1 to build every point of every sweep space and every rendered case (module
 #: text); by default the rendered cases are the defaults, every point auto weighs

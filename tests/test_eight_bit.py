@@ -18,7 +18,7 @@ from conftest import FakeGpuArray, frobenius_error, poisoned
 
 import xgemm
 from xgemm.checks import Meta, input_dtypes, output_dtype, scaling
-from xgemm.registry import EIGHT_BIT_OUTPUTS, Spec, check_eight_bit_spec
+from xgemm.specs import EIGHT_BIT_OUTPUTS, Spec, check_eight_bit_spec
 
 E4M3, E5M2 = "float8_e4m3fn", "float8_e5m2"
 NAME = "wgmma_8bit"

@@ -17,7 +17,8 @@ from . import declarations as _ladder  # noqa: F401  (registers the ladder)
 from .api import AUTO, DEFAULT_VARIANT, TUNE, Launch, gemm, matmul, prepare, source
 from .compile import CompileError, PtxasReport, compile_offline
 from .memory_bound import reverse, stencil3x3, sum, transpose  # noqa: A004
-from .registry import ACTIVATIONS, DTYPES, Spec, Variant, families, get_variant, variants
+from .registry import Variant, families, get_variant, variants
+from .specs import ACTIVATIONS, DTYPES, Spec
 from .version import __version__
 
 __all__ = [

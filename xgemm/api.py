@@ -16,8 +16,9 @@ from . import autotune
 from .checks import AUTO, TUNE, Scales, check_factor, check_scalar, parse_activation, split_scales
 from .launch import run
 from .plan import PLANS, Plan, build
-from .registry import Spec, get_variant
+from .registry import get_variant
 from .signature import call_key
+from .specs import Spec
 
 #: The variant ``matmul`` uses when none is named: "auto", the tuned or ruled choice.
 DEFAULT_VARIANT = AUTO

@@ -28,7 +28,8 @@ from .cost import (
     row_bytes,
     work,
 )
-from .registry import DTYPES, Variant, get_variant
+from .registry import Variant, get_variant
+from .specs import DTYPES
 
 #: The grids the fit searches for full_step and latency, seconds (log-spaced).
 _STEP_GRID = [10 ** (e / 8) for e in range(-72, -32)]  # 1e-9 .. 1e-4

@@ -77,7 +77,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .registry import DTYPES, Variant, cdiv, get_variant, variants
+from .registry import Variant, cdiv, get_variant, variants
+from .specs import DTYPES
 
 #: Where the shipped calibrations are: one JSON per GPU (``h100.json``).
 CALIBRATION_DIR = Path(__file__).resolve().parent / "calibration"
@@ -194,7 +195,7 @@ def registers_of(v: Variant, params: Mapping[str, int], dtype: str, arch: str = 
     """Registers a thread of ``v`` at ``params`` takes, from an offline NVRTC build (no GPU)
     of its first layouts and plain epilogue."""
     from .compile import compile_offline
-    from .registry import Spec
+    from .specs import Spec
 
     flags = tuple(sorted((f, True) for f in v.flags))
     spec = Spec(dtype, v.a_layouts[0] == "col", v.b_layouts[0] == "col", flags=flags)

@@ -1,16 +1,18 @@
 """Kernel arguments as ``cuLaunchKernel`` takes them: values packed once into host
 buffers (:func:`packed`), one launch's array of parameter addresses (:class:`Arguments`),
-and a launch's function, grid, block and shared memory (:func:`geometry`). Plans pack
+a launch's function, grid, block and shared memory (:func:`geometry`), and where each of
+a variant's extra arguments comes from (:class:`Source`, :class:`ExtraArg`). Plans pack
 what a signature fixes; each call adds only its addresses.
 """
 
 from __future__ import annotations
 
 import ctypes
+import enum
 import functools
 import struct
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 
 class ByValue:
@@ -77,3 +79,32 @@ def _packing(chars: str) -> tuple[int, tuple[int, ...]]:
     ends = [struct.calcsize(chars[:i + 1]) for i in range(len(chars))]
     starts = (end - struct.calcsize(c) for end, c in zip(ends, chars, strict=True))
     return max(ends[-1], 8), tuple(starts)
+
+
+class Source(enum.IntEnum):
+    """Where an extra argument's address comes from: its place in the tuple of a call's
+    addresses that ``xgemm.launch`` builds (A, B, C, then split-K's workspace, then an
+    8-bit product's scales). ``NONE``: an empty tensor map, for a kernel that reads none."""
+
+    A = 0
+    B = 1
+    C = 2
+    PARTIALS = 3
+    ARRIVALS = 4
+    SCALE_A = 5
+    SCALE_B = 6
+    NONE = -1
+
+
+class ExtraArg(NamedTuple):
+    """One extra kernel argument of a launch (``Variant.extra_args``), as planned: the
+    address it starts from, bytes past it, and for a tensor map its geometry (dtype name,
+    extents, strides in bytes, box); None for a plain pointer.
+
+    >>> ExtraArg(Source.PARTIALS, 4096, None).source.name
+    'PARTIALS'
+    """
+
+    source: Source
+    offset: int
+    geometry: tuple | None

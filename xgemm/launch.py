@@ -23,9 +23,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .frameworks import external_stream, pointer, to_cupy, torch_raw_stream
-from .kernel_args import Arguments, ByValue, geometry, packed
+from .kernel_args import Arguments, ByValue, ExtraArg, Source, geometry, packed
 from .operands import ready_operand, tma_padded
-from .registry import ExtraArg, Source
 from .tma import INVALID_CONTEXT
 
 if TYPE_CHECKING:
@@ -304,7 +303,7 @@ def _enqueued(plan: Any, a: Any, b: Any, target: Any, bias: Any, alpha: float, b
     if not plan.chunks:
         return result
     ptr_bias = 0 if bias is None else _bias_pointer(plan, bias, keep)
-    # The call's addresses, indexed by registry.Source: A, B, C, then split-K's (or rung
+    # The call's addresses, indexed by kernel_args.Source: A, B, C, then split-K's (or rung
     # 25's) partial sums and their counters, then an 8-bit product's scales (null: none)
     ptrs = (ptr_a, ptr_b, ptr_c)
     if plan.partials_bytes:

@@ -24,7 +24,8 @@ from .compile import get_kernel
 from .frameworks import to_cupy
 from .gpu import multiprocessors
 from .operands import transpose_launch
-from .registry import FAMILY_DEFAULTS, WIDE_DTYPES, Spec, Variant, get_variant
+from .registry import FAMILY_DEFAULTS, Variant, get_variant
+from .specs import WIDE_DTYPES, Spec
 
 if TYPE_CHECKING:
     import cupy

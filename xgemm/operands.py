@@ -29,7 +29,8 @@ from .checks import (
 from .compile import PAD_THREADS, PAD_UNROLL, get_kernel, pad_kernel
 from .frameworks import pointer
 from .kernel_args import geometry, packed
-from .registry import DTYPES, FAMILY_DEFAULTS, Spec, Variant, cdiv, get_variant, numpy_dtype
+from .registry import FAMILY_DEFAULTS, Variant, cdiv, get_variant
+from .specs import DTYPES, Spec, numpy_dtype
 from .tma import ALIGNMENT as TMA_ALIGNMENT
 
 if TYPE_CHECKING:

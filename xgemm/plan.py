@@ -49,6 +49,7 @@ from .checks import (
 )
 from .compile import get_kernel
 from .frameworks import framework, pointer, to_cupy
+from .kernel_args import ExtraArg, Source
 from .launch import packed
 from .operands import (
     OperandPlan,
@@ -61,19 +62,8 @@ from .operands import (
     tma_ready,
 )
 from .ranking import contenders_to_time, pick
-from .registry import (
-    DTYPES,
-    EIGHT_BIT,
-    MAX_GRID,
-    ExtraArg,
-    Source,
-    Spec,
-    Variant,
-    cdiv,
-    check_eight_bit_spec,
-    default_output,
-    get_variant,
-)
+from .registry import MAX_GRID, Variant, cdiv, get_variant
+from .specs import DTYPES, EIGHT_BIT, Spec, check_eight_bit_spec, default_output
 
 if TYPE_CHECKING:
     import cupy

@@ -13,7 +13,8 @@ from . import cost, gpu, tunefile
 from .checks import MAX_WORKSPACE_BYTES, Layout, Shapes, check_arch, layout_of
 from .choice import TMA_PADDING_PAYS, choose, heuristic
 from .operands import tma_ready, transposable
-from .registry import DTYPES, EIGHT_BIT, MAX_GRID, Variant, get_variant
+from .registry import MAX_GRID, Variant, get_variant
+from .specs import DTYPES, EIGHT_BIT
 from .tma import ALIGNMENT as TMA_ALIGNMENT
 
 #: How much faster the cost model must price its pick than the rules' pick to replace it,

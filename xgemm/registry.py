@@ -10,17 +10,26 @@ can vary and what must hold, and an error can quote the rule it broke.
 from __future__ import annotations
 
 import difflib
-import enum
 import functools
 import itertools
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import CodeType
-from typing import NamedTuple
-
-import numpy as np
 
 from .render import render
+from .specs import (
+    ACTIVATIONS,
+    C_TYPES,
+    DTYPES,
+    EIGHT_BIT,
+    EIGHT_BIT_OUTPUTS,
+    NARROW,
+    SCALINGS,
+    WIDE_DTYPES,
+    WIDE_OUTPUT,
+    Spec,
+    check_eight_bit_spec,
+)
 
 #: Most threads a block may have on every GPU CuPy supports.
 MAX_THREADS_PER_BLOCK = 1024
@@ -32,110 +41,6 @@ MAX_DYNAMIC_SMEM_BYTES = 227 * 1024
 #: Largest grid: x, y, z.
 MAX_GRID = (2**31 - 1, 65535, 65535)
 
-
-
-@dataclass(frozen=True)
-class DType:
-    """How one NumPy dtype is computed: its CUDA C type, the type products accumulate in,
-    and its size (``BYTES`` in a declaration's expressions)."""
-
-    cuda: str
-    acc: str
-    itemsize: int
-
-
-#: The dtypes xgemm multiplies, by NumPy name (the 8-bit formats below join them: by
-#: PyTorch's name, as CuPy holds FP8 as uint8). The 16-bit types accumulate in float.
-DTYPES = {
-    "float32": DType("float", "float", 4),
-    "float64": DType("double", "double", 8),
-    "float16": DType("__half", "float", 2),
-    "bfloat16": DType("__nv_bfloat16", "float", 2),
-}
-#: The 8-bit formats, by PyTorch's and ml_dtypes' names: only the 8-bit rungs multiply
-#: them (``wgmma_8bit`` on sm_90, ``mma_int8`` for int8 from sm_80). FP8 sums accumulate
-#: in float; int8 sums in int32, and the epilogue works in float. In memory they are
-#: bytes: CuPy holds no float8 dtype, so a CuPy caller passes uint8 arrays and names the
-#: format (``formats=``).
-EIGHT_BIT = {
-    "float8_e4m3fn": DType("__nv_fp8_e4m3", "float", 1),
-    "float8_e5m2": DType("__nv_fp8_e5m2", "float", 1),
-    "int8": DType("signed char", "float", 1),
-}
-DTYPES.update(EIGHT_BIT)
-#: The dtypes every rung before the 8-bit one multiplies (``Variant.dtypes``' default).
-WIDE_DTYPES = ("float32", "float64", "float16", "bfloat16")
-#: What an 8-bit product may be stored as, the default first: bfloat16 for FP8 (there is
-#: no FP8 output), int32 (exact, no epilogue) for int8.
-EIGHT_BIT_OUTPUTS = {"float8_e4m3fn": ("bfloat16", "float16", "float32"),
-                     "float8_e5m2": ("bfloat16", "float16", "float32"),
-                     "int8": ("int32", "bfloat16", "float16", "float32")}
-#: C's CUDA type, by NumPy name: the input dtypes' and int32.
-C_TYPES = {**{name: t.cuda for name, t in DTYPES.items()}, "int32": "int"}
-#: How an 8-bit product's scales apply (``Spec.scale_a``, ``scale_b``): none, one for the
-#: whole operand (a GPU scalar), or one per row of A / per column of B (a GPU vector).
-SCALINGS = ("none", "tensor", "vector")
-
-
-def numpy_dtype(name: str) -> np.dtype:
-    """The NumPy dtype called ``name``; bfloat16 is ml_dtypes' (imported only for it).
-
-    >>> numpy_dtype("float16").itemsize
-    2
-    """
-    if name == "bfloat16":
-        import ml_dtypes
-
-        return np.dtype(ml_dtypes.bfloat16)
-    return np.dtype(name)
-
-
-#: The one other output dtype a product may be stored in: 16-bit inputs' float32 sums,
-#: unrounded (``out_dtype="float32"``, or an ``out``/``c`` of float32).
-WIDE_OUTPUT = "float32"
-#: Input dtypes that may be stored as WIDE_OUTPUT.
-NARROW = ("float16", "bfloat16")
-
-#: The activations an epilogue can apply, as the templates name them.
-ACTIVATIONS = ("none", "relu", "gelu", "silu")
-
-
-@dataclass(frozen=True)
-class Spec:
-    """Everything that selects a compiled kernel besides the tile parameters: the dtype,
-    how A and B lie in memory (column-major or not), the fused epilogue and the variant's
-    own boolean flags. Each distinct Spec is rendered and compiled once.
-
-    >>> Spec("float16", b_col=True, activation="relu").read_c
-    False
-    """
-
-    dtype: str = "float32"
-    a_col: bool = False
-    b_col: bool = False
-    bias: bool = False
-    activation: str = "none"
-    read_c: bool = False  # the epilogue adds beta * C (False when beta == 0: C is not read)
-    flags: tuple[tuple[str, bool], ...] = ()
-    out_dtype: str | None = None  # C's (and bias's) dtype: None, the inputs'; or WIDE_OUTPUT
-    #                               (8-bit inputs: one of EIGHT_BIT_OUTPUTS)
-    b_dtype: str | None = None    # B's dtype where it differs from A's (FP8: e4m3 x e5m2)
-    scale_a: str = "none"         # 8-bit only: SCALINGS of A's rows and B's columns
-    scale_b: str = "none"
-
-    @property
-    def c_dtype(self) -> str:
-        """C's dtype: ``out_dtype``, else the inputs' (an 8-bit product's default output)."""
-        return self.out_dtype or default_output(self.dtype)
-
-
-def default_output(dtype: str) -> str:
-    """The dtype a product of ``dtype`` inputs is stored in unless asked otherwise.
-
-    >>> default_output("float16"), default_output("float8_e4m3fn"), default_output("int8")
-    ('float16', 'bfloat16', 'int32')
-    """
-    return EIGHT_BIT_OUTPUTS[dtype][0] if dtype in EIGHT_BIT_OUTPUTS else dtype
 
 
 def cdiv(a: int, b: int) -> int:
@@ -173,35 +78,6 @@ Params = dict[str, int]
 #: The extra kernel arguments a variant may declare (``Variant.extra_args``).
 EXTRA_ARGS = ("tensor_map_a", "tensor_map_b", "tensor_map_c", "partials", "arrivals",
               "scale_a", "scale_b")
-
-
-class Source(enum.IntEnum):
-    """Where an extra argument's address comes from: its place in the tuple of a call's
-    addresses that ``xgemm.launch`` builds (A, B, C, then split-K's workspace, then an
-    8-bit product's scales). ``NONE``: an empty tensor map, for a kernel that reads none."""
-
-    A = 0
-    B = 1
-    C = 2
-    PARTIALS = 3
-    ARRIVALS = 4
-    SCALE_A = 5
-    SCALE_B = 6
-    NONE = -1
-
-
-class ExtraArg(NamedTuple):
-    """One extra kernel argument of a launch (``Variant.extra_args``), as planned: the
-    address it starts from, bytes past it, and for a tensor map its geometry (dtype name,
-    extents, strides in bytes, box); None for a plain pointer.
-
-    >>> ExtraArg(Source.PARTIALS, 4096, None).source.name
-    'PARTIALS'
-    """
-
-    source: Source
-    offset: int
-    geometry: tuple | None
 
 
 @dataclass(frozen=True)
@@ -602,25 +478,6 @@ class Variant:
                       acc=dtype.acc, a_col=spec.a_col, b_col=spec.b_col, bias=spec.bias,
                       activation=spec.activation, read_c=spec.read_c,
                       scale_a=spec.scale_a, scale_b=spec.scale_b, **params, **flags)
-
-
-def check_eight_bit_spec(spec: Spec) -> None:
-    """ValueError where an 8-bit specialisation cannot be: B of another kind (FP8 mixes
-    e4m3 and e5m2 only), an unknown scaling, or an exact int32 C with an epilogue."""
-    b_dtype = spec.b_dtype or spec.dtype
-    if b_dtype not in EIGHT_BIT or (b_dtype == "int8") != (spec.dtype == "int8"):
-        raise ValueError(f"a is {spec.dtype} and b is {b_dtype}: FP8 formats mix with each "
-                         "other only, int8 with int8")
-    for name in ("scale_a", "scale_b"):
-        if getattr(spec, name) not in SCALINGS:
-            raise ValueError(f"{name} is applied as one of {', '.join(SCALINGS)}, not "
-                             f"{getattr(spec, name)!r}")
-    if spec.c_dtype == "int32" and (spec.bias or spec.read_c or spec.activation != "none"
-                                    or (spec.scale_a, spec.scale_b) != ("none", "none")):
-        raise ValueError(
-            "an int8 product stored as int32 is the exact sums, with no epilogue: for "
-            "scales, bias, activation or beta, store it as float32, bfloat16 or float16 "
-            "(out_dtype=...)")
 
 
 _REGISTRY: dict[str, dict[str, Variant]] = {"gemm": {}}  # family -> name -> variant

@@ -28,7 +28,7 @@ from torch.autograd.function import once_differentiable
 
 from . import api
 from .checks import matmul_shapes
-from .registry import ACTIVATIONS
+from .specs import ACTIVATIONS
 
 __all__ = ["Linear", "linear", "matmul", "swap_linears"]
 

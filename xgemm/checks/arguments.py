@@ -14,7 +14,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from ..registry import (
+from ..specs import (
     ACTIVATIONS,
     EIGHT_BIT,
     EIGHT_BIT_OUTPUTS,

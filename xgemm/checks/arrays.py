@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ..frameworks import framework, to_cupy
-from ..registry import EIGHT_BIT, NARROW, WIDE_OUTPUT
+from ..specs import EIGHT_BIT, NARROW, WIDE_OUTPUT
 from .arguments import Meta, Scales, Shapes, dtype_name, meta, scaling
 
 if TYPE_CHECKING:

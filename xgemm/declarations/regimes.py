@@ -5,7 +5,8 @@ memory, short K (two consumers taking turns).
 
 from __future__ import annotations
 
-from ..registry import EIGHT_BIT, WIDE_DTYPES, Variant, register
+from ..registry import Variant, register
+from ..specs import EIGHT_BIT, WIDE_DTYPES
 from .tensor_cores import HOPPER, MMA, RING_BYTES, WGMMA
 
 # Rung 18: rung 14 on 8-bit operands. Both operands K-major, C staged for TMA as

@@ -11,7 +11,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ..memory_bound import PLANNERS
-from ..registry import get_variant, numpy_dtype, variants
+from ..registry import get_variant, variants
+from ..specs import numpy_dtype
 from ..timing import time_launches
 from .bench import relative_error
 

@@ -31,7 +31,8 @@ from typing import Any
 
 from ..api import AUTO, Launch, prepare
 from ..gpu import properties
-from ..registry import get_variant, numpy_dtype
+from ..registry import get_variant
+from ..specs import numpy_dtype
 from ..timing import time_launches
 
 #: Relative Frobenius error against cuBLAS above which a variant's result is called wrong,
@@ -429,7 +430,7 @@ def iterate(variants: Sequence[str], shapes: Sequence[tuple],
 
 # -- reporting -------------------------------------------------------------------------
 def _itemsize(dtype: str) -> int:
-    from ..registry import DTYPES
+    from ..specs import DTYPES
 
     return DTYPES[dtype].itemsize if dtype in DTYPES else 4
 

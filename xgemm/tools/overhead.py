@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from ..registry import numpy_dtype
+from ..specs import numpy_dtype
 
 #: The host-time cases (M, N, K, batch, B a transposed weight): 64 x 64 x 64, a batch of
 #: eight of them, and a decode step's linear, x of shape (8, 1, 2048) @ w.T, w 2048 x 2048.
