@@ -30,7 +30,7 @@ from tqdm import tqdm  # noqa: E402
 
 from xgemm import get_variant  # noqa: E402
 from xgemm.registry import variants  # noqa: E402
-from xgemm.specs import EIGHT_BIT, Spec
+from xgemm.specs import EIGHT_BIT, Spec  # noqa: E402
 
 
 def specialisations(names: list[str]) -> list[dict]:
