@@ -26,7 +26,7 @@ import torch
 
 import xgemm
 from xgemm import gpu
-from xgemm.registry import cdiv
+from xgemm.expressions import cdiv
 from xgemm.timing import scrub_pays, time_launches
 from xgemm.tools import generalisation
 

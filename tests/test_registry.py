@@ -6,14 +6,13 @@ import sys
 import pytest
 
 import xgemm
-from xgemm.registry import (
+from xgemm.expressions import (
     MAX_DYNAMIC_SMEM_BYTES,
     MAX_STATIC_SMEM_BYTES,
     MAX_THREADS_PER_BLOCK,
-    Variant,
     cdiv,
-    register,
 )
+from xgemm.registry import Variant, register
 
 ALL = xgemm.variants()
 

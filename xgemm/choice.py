@@ -10,7 +10,8 @@ import functools
 from dataclasses import dataclass
 
 from . import gpu, tunefile
-from .registry import cdiv, get_variant
+from .expressions import cdiv
+from .registry import get_variant
 
 #: SMs of the H100 the rules were measured on: the default where no GPU is asked.
 H100_SMS = 132

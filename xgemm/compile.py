@@ -10,7 +10,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from .registry import MAX_STATIC_SMEM_BYTES, get_variant
+from .expressions import MAX_STATIC_SMEM_BYTES
+from .registry import get_variant
 from .specs import Spec
 
 #: NVRTC options for every kernel, at run time and in the offline check alike.

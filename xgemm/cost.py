@@ -77,7 +77,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .registry import Variant, cdiv, get_variant, variants
+from .expressions import cdiv
+from .registry import Variant, get_variant, variants
 from .specs import DTYPES
 
 #: Where the shipped calibrations are: one JSON per GPU (``h100.json``).

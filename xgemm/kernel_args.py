@@ -81,6 +81,11 @@ def _packing(chars: str) -> tuple[int, tuple[int, ...]]:
     return max(ends[-1], 8), tuple(starts)
 
 
+#: The extra kernel arguments a variant may declare (``Variant.extra_args``).
+EXTRA_ARGS = ("tensor_map_a", "tensor_map_b", "tensor_map_c", "partials", "arrivals",
+              "scale_a", "scale_b")
+
+
 class Source(enum.IntEnum):
     """Where an extra argument's address comes from: its place in the tuple of a call's
     addresses that ``xgemm.launch`` builds (A, B, C, then split-K's workspace, then an

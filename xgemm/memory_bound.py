@@ -21,16 +21,17 @@ import numpy as np
 
 from .checks import check_device_limits, dtype_name, layout_of, meta, on_gpu, one_device
 from .compile import get_kernel
+from .declarations.memory_bound import FAMILY_DEFAULTS
 from .frameworks import to_cupy
 from .gpu import multiprocessors
 from .operands import transpose_launch
-from .registry import FAMILY_DEFAULTS, Variant, get_variant
+from .registry import Variant, get_variant
 from .specs import WIDE_DTYPES, Spec
 
 if TYPE_CHECKING:
     import cupy
 
-#: Each family's variant when none is named (``xgemm.registry.FAMILY_DEFAULTS``).
+#: Each family's variant when none is named (``xgemm.declarations.memory_bound.FAMILY_DEFAULTS``).
 DEFAULTS = FAMILY_DEFAULTS
 
 

@@ -27,9 +27,11 @@ from .checks import (
     overlaps,
 )
 from .compile import PAD_THREADS, PAD_UNROLL, get_kernel, pad_kernel
+from .declarations.memory_bound import FAMILY_DEFAULTS
+from .expressions import cdiv
 from .frameworks import pointer
 from .kernel_args import geometry, packed
-from .registry import FAMILY_DEFAULTS, Variant, cdiv, get_variant
+from .registry import Variant, get_variant
 from .specs import DTYPES, Spec, numpy_dtype
 from .tma import ALIGNMENT as TMA_ALIGNMENT
 

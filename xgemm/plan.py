@@ -48,6 +48,7 @@ from .checks import (
     torch_formats,
 )
 from .compile import get_kernel
+from .expressions import MAX_GRID, cdiv
 from .frameworks import framework, pointer, to_cupy
 from .kernel_args import ExtraArg, Source
 from .launch import packed
@@ -62,7 +63,7 @@ from .operands import (
     tma_ready,
 )
 from .ranking import contenders_to_time, pick
-from .registry import MAX_GRID, Variant, cdiv, get_variant
+from .registry import Variant, get_variant
 from .specs import DTYPES, EIGHT_BIT, Spec, check_eight_bit_spec, default_output
 
 if TYPE_CHECKING:

@@ -12,8 +12,9 @@ from dataclasses import dataclass
 from . import cost, gpu, tunefile
 from .checks import MAX_WORKSPACE_BYTES, Layout, Shapes, check_arch, layout_of
 from .choice import TMA_PADDING_PAYS, choose, heuristic
+from .expressions import MAX_GRID
 from .operands import tma_ready, transposable
-from .registry import MAX_GRID, Variant, get_variant
+from .registry import Variant, get_variant
 from .specs import DTYPES, EIGHT_BIT
 from .tma import ALIGNMENT as TMA_ALIGNMENT
 

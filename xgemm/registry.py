@@ -10,12 +10,19 @@ can vary and what must hold, and an error can quote the rule it broke.
 from __future__ import annotations
 
 import difflib
-import functools
 import itertools
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from types import CodeType
 
+from .expressions import (
+    MAX_DYNAMIC_SMEM_BYTES,
+    MAX_GRID,
+    MAX_STATIC_SMEM_BYTES,
+    MAX_THREADS_PER_BLOCK,
+    evaluate,
+    holds,
+)
+from .kernel_args import EXTRA_ARGS
 from .render import render
 from .specs import (
     ACTIVATIONS,
@@ -28,56 +35,10 @@ from .specs import (
     WIDE_DTYPES,
     WIDE_OUTPUT,
     Spec,
-    check_eight_bit_spec,
+    check_spec,
 )
 
-#: Most threads a block may have on every GPU CuPy supports.
-MAX_THREADS_PER_BLOCK = 1024
-#: Most static ``__shared__`` memory a block may declare (opt-in beyond needs dynamic memory).
-MAX_STATIC_SMEM_BYTES = 48 * 1024
-#: Most dynamic shared memory a block may opt in to on the largest GPU (sm_90: 227 KiB);
-#: a launch also checks the GPU it runs on (sm_80 allows 163 KiB, sm_86 99 KiB).
-MAX_DYNAMIC_SMEM_BYTES = 227 * 1024
-#: Largest grid: x, y, z.
-MAX_GRID = (2**31 - 1, 65535, 65535)
-
-
-
-def cdiv(a: int, b: int) -> int:
-    """Ceiling division, available to the expressions of a declaration."""
-    return -(-a // b)
-
-
-@functools.cache
-def _code(expr: str) -> CodeType:
-    return compile(expr, f"<xgemm expression: {expr}>", "eval")
-
-
-def _eval(expr: str, names: Mapping[str, int]) -> int:
-    """Evaluate one of a declaration's expressions (compiled once: matmul calls this)."""
-    return eval(_code(expr), {"__builtins__": {}, "cdiv": cdiv, "min": min, "max": max},  # noqa: S307
-                dict(names))
-
-
-def _holds(rule: str, names: Mapping[str, int]) -> bool:
-    """Whether a constraint holds; one that divides by zero (a derived size of 0) does not."""
-    try:
-        return bool(_eval(rule, names))
-    except ZeroDivisionError:
-        return False
-
-
-#: Each memory-bound family's variant when none is named: the fastest measured on the
-#: H100 (bench/results/h100/evidence/bandwidth_*.json); for sum the deterministic one
-#: (two_pass: fastest at 10^7 elements, 0.90x warp_shuffle at 2^28). The GEMM's transposed copies
-#: (``Variant.transpose_first``) use the transpose named here.
-FAMILY_DEFAULTS = {"transpose": "vectorized", "reverse": "static_smem", "sum": "two_pass",
-                   "stencil": "naive"}
-
 Params = dict[str, int]
-#: The extra kernel arguments a variant may declare (``Variant.extra_args``).
-EXTRA_ARGS = ("tensor_map_a", "tensor_map_b", "tensor_map_c", "partials", "arrivals",
-              "scale_a", "scale_b")
 
 
 @dataclass(frozen=True)
@@ -200,7 +161,7 @@ class Variant:
 
     def tma_box(self, operand: str, params: Mapping[str, int]) -> int:
         """The rows (or columns) of ``operand`` one TMA copy moves at ``params``; 0: none."""
-        return _eval(self.tma_boxes[operand], params) if operand in self.tma_boxes else 0
+        return evaluate(self.tma_boxes[operand], params) if operand in self.tma_boxes else 0
 
     # -- parameters ------------------------------------------------------------------
     def resolve(self, params: Mapping[str, object] | None = None,
@@ -278,7 +239,7 @@ class Variant:
         (empty if none)."""
         threads = self.threads_per_block(params)
         names = {**params, "THREADS": threads, "BYTES": DTYPES[dtype].itemsize}
-        broken = [rule for rule in self.constraints if not _holds(rule, names)]
+        broken = [rule for rule in self.constraints if not holds(rule, names)]
         if threads > MAX_THREADS_PER_BLOCK:
             broken.append(f"threads per block {threads} <= {MAX_THREADS_PER_BLOCK}")
         smem = self.shared_memory(params, dtype)
@@ -346,7 +307,7 @@ class Variant:
     def threads_per_block(self, params: Mapping[str, int]) -> int:
         total = 1
         for expr in self.block:
-            total *= _eval(expr, params)
+            total *= evaluate(expr, params)
         return total
 
     def runs_on(self, cc: int) -> bool:
@@ -368,7 +329,7 @@ class Variant:
         """(grid, block) for ``batch`` M x N outputs (grid z walks them) on a GPU of ``sms``
         multiprocessors (``SMS`` and ``BATCH`` in a persistent grid's expression);
         ValueError if the grid is too large."""
-        grid, block = _eval(f"(({', '.join(self.grid)},), ({', '.join(self.block)},))",
+        grid, block = evaluate(f"(({', '.join(self.grid)},), ({', '.join(self.block)},))",
                             {**params, "M": m, "N": n, "SMS": sms, "BATCH": batch})
         for axis, (size, limit) in enumerate(zip(grid, MAX_GRID, strict=False)):
             if size > limit:
@@ -392,7 +353,7 @@ class Variant:
         if operand not in self.transpose_first:
             return None
         into, rule = self.transpose_first[operand]
-        return into if _eval(rule, {**params, "M": m, "N": n, "K": k, "SMS": sms}) else None
+        return into if evaluate(rule, {**params, "M": m, "N": n, "K": k, "SMS": sms}) else None
 
     def candidate_points(self, dtype: str) -> list[Params]:
         """The resolved points of ``candidates`` that are valid for ``dtype``, in order
@@ -415,11 +376,11 @@ class Variant:
     def tile(self, params: Mapping[str, int], dtype: str = "float32") -> tuple[int, int, int]:
         """(rows, columns, K step) of the tile of C one block computes (``tile_shape``)."""
         names = {**params, "BYTES": DTYPES[dtype].itemsize}
-        rows, cols, step = (_eval(expr, names) for expr in self.tile_shape)
+        rows, cols, step = (evaluate(expr, names) for expr in self.tile_shape)
         return rows, cols, step
 
     def splits_of(self, params: Mapping[str, int]) -> int:
-        return _eval(self.splits, params)
+        return evaluate(self.splits, params)
 
     def partial_sums_of(self, params: Mapping[str, int], m: int, n: int, sms: int,
                         batch: int = 1) -> int:
@@ -431,17 +392,17 @@ class Variant:
         16384
         """
         if self.partial_sums:
-            return _eval(self.partial_sums, {**params, "M": m, "N": n, "SMS": sms,
+            return evaluate(self.partial_sums, {**params, "M": m, "N": n, "SMS": sms,
                                              "BATCH": batch})
         splits = self.splits_of(params)
         return splits * m * n if splits > 1 else 0
 
     def counters_of(self, params: Mapping[str, int]) -> int:
         """Split-K's arrival counters per tile of C (``counters``)."""
-        return _eval(self.counters, params)
+        return evaluate(self.counters, params)
 
     def shared_memory(self, params: Mapping[str, int], dtype: str = "float32") -> int:
-        return _eval(self.smem_bytes, {**params, "BYTES": DTYPES[dtype].itemsize})
+        return evaluate(self.smem_bytes, {**params, "BYTES": DTYPES[dtype].itemsize})
 
     # -- source ----------------------------------------------------------------------
     def source(self, params: Mapping[str, int], spec: Spec = Spec()) -> str:  # noqa: B008
@@ -453,25 +414,13 @@ class Variant:
                 raise ValueError(
                     f"variant {self.name!r} reads {operand} {' or '.join(layouts)}-major only"
                 )
-        if spec.activation not in ACTIVATIONS:
-            raise ValueError(
-                f"unknown activation {spec.activation!r}: choose one of {', '.join(ACTIVATIONS)}"
-            )
+        check_spec(spec)
         flags = dict(spec.flags)
         if set(flags) != set(self.flags):
             raise ValueError(
                 f"variant {self.name!r} takes the flags {list(self.flags)}, got {sorted(flags)}"
             )
-        allowed = EIGHT_BIT_OUTPUTS.get(spec.dtype) or (
-            (spec.dtype, WIDE_OUTPUT) if spec.dtype in NARROW else (spec.dtype,))
-        if spec.c_dtype not in allowed:
-            raise ValueError(f"a {spec.dtype} product is stored as {' or '.join(allowed)}, "
-                             f"not {spec.c_dtype}")
         b_dtype = spec.b_dtype or spec.dtype
-        if spec.dtype in EIGHT_BIT:
-            check_eight_bit_spec(spec)
-        elif b_dtype != spec.dtype or (spec.scale_a, spec.scale_b) != ("none", "none"):
-            raise ValueError(f"a {spec.dtype} product has one dtype and no scales")
         dtype = DTYPES[spec.dtype]
         return render(self.template, kernel_name=self.kernel_name, dtype=dtype.cuda,
                       b_type=DTYPES[b_dtype].cuda, out_type=C_TYPES[spec.c_dtype],

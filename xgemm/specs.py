@@ -131,3 +131,23 @@ def check_eight_bit_spec(spec: Spec) -> None:
             "an int8 product stored as int32 is the exact sums, with no epilogue: for "
             "scales, bias, activation or beta, store it as float32, bfloat16 or float16 "
             "(out_dtype=...)")
+
+
+def check_spec(spec: Spec) -> None:
+    """ValueError where ``spec`` cannot be compiled whatever the variant: an unknown
+    activation, an output its inputs are not stored as, a second dtype or scales for
+    inputs other than 8-bit ones (and the 8-bit rules, :func:`check_eight_bit_spec`)."""
+    if spec.activation not in ACTIVATIONS:
+        raise ValueError(
+            f"unknown activation {spec.activation!r}: choose one of {', '.join(ACTIVATIONS)}"
+        )
+    allowed = EIGHT_BIT_OUTPUTS.get(spec.dtype) or (
+        (spec.dtype, WIDE_OUTPUT) if spec.dtype in NARROW else (spec.dtype,))
+    if spec.c_dtype not in allowed:
+        raise ValueError(f"a {spec.dtype} product is stored as {' or '.join(allowed)}, "
+                         f"not {spec.c_dtype}")
+    if spec.dtype in EIGHT_BIT:
+        check_eight_bit_spec(spec)
+    elif (spec.b_dtype or spec.dtype) != spec.dtype or (spec.scale_a, spec.scale_b) != (
+            "none", "none"):
+        raise ValueError(f"a {spec.dtype} product has one dtype and no scales")

@@ -12,6 +12,13 @@ from ..registry import Variant, register
 # Their defaults were reasoned before any GPU run; memory_bound.DEFAULTS picks each family's
 # variant from the H100 measurements (bench/results/h100/evidence/bandwidth_*.json).
 
+#: Each memory-bound family's variant when none is named: the fastest measured on the
+#: H100 (bench/results/h100/evidence/bandwidth_*.json); for sum the deterministic one
+#: (two_pass: fastest at 10^7 elements, 0.90x warp_shuffle at 2^28). The GEMM's transposed copies
+#: (``Variant.transpose_first``) use the transpose named here.
+FAMILY_DEFAULTS = {"transpose": "vectorized", "reverse": "static_smem", "sum": "two_pass",
+                   "stencil": "naive"}
+
 register(Variant(
     family="transpose",
     name="naive",
