@@ -2,8 +2,8 @@
 
 - ``arguments``: what needs no GPU and no CuPy: the operands' shapes, dtypes and layouts,
   the output's dtype, the epilogue's arguments, which GPU a call's arrays share;
-- ``arrays``: the output or C given, the bias, an 8-bit product's scales, read through
-  their framework;
+- ``arrays``: the output or C given and the bias, read through their framework;
+- ``scales``: an 8-bit product's scales, and the factor they and alpha make;
 - ``device``: what needs the GPU's properties: block limits, architecture, workspace.
 """
 
@@ -15,7 +15,6 @@ from .arguments import (
     TUNE,
     Layout,
     Meta,
-    Scales,
     Shapes,
     check_dtypes,
     check_operands,
@@ -32,11 +31,10 @@ from .arguments import (
     output_dtype,
     overlaps,
     parse_activation,
-    scaling,
-    split_scales,
 )
-from .arrays import check_bias, check_factor, check_scales, check_target, native, torch_formats
+from .arrays import check_bias, check_target, native, torch_formats
 from .device import MAX_WORKSPACE_BYTES, check_arch, check_device_limits, check_workspace
+from .scales import Scales, check_factor, check_scales, scaling, split_scales
 
 __all__ = [
     "AUTO", "FP8_FORMATS", "INT_MAX", "MAX_WORKSPACE_BYTES", "PRECISIONS", "TUNE", "Layout",

@@ -10,7 +10,7 @@ from __future__ import annotations
 import difflib
 import math
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 
@@ -455,58 +455,3 @@ def check_precision(precision: str | None) -> None:
     if precision not in PRECISIONS:
         raise ValueError(f"unknown precision {precision!r}: None (exact arithmetic) or 'tf32' "
                          "(float32 inputs may run on the tensor cores as TF32)")
-
-
-class Scales(NamedTuple):
-    """An 8-bit product's quantisation scales as a call gives them: a number (folded into
-    alpha), a GPU scalar (one scale for the operand) or a GPU vector (one per row of A,
-    per column of B)."""
-
-    factor: float          # the numbers' product: alpha is multiplied by it
-    a: Any                 # GPU arrays, or None
-    b: Any
-    given: bool = True     # whether the call gave a scale at all (a number of 1 too)
-
-
-def split_scales(scale_a: Any, scale_b: Any) -> Scales:
-    """``scale_a`` and ``scale_b`` sorted into numbers and arrays. Arrays are checked by the
-    plan, once per signature (a host array's TypeError included): a call that finds its
-    plan spends nothing more on them.
-
-    >>> split_scales(0.5, None).factor
-    0.5
-    """
-    given = scale_a is not None or scale_b is not None
-    factor = 1.0
-    if _number(scale_a):
-        factor, scale_a = float(scale_a), None
-    if _number(scale_b):
-        factor, scale_b = factor * float(scale_b), None
-    return Scales(factor, scale_a, scale_b, given)
-
-
-def _number(x: Any) -> bool:
-    """Whether ``x`` is a scale given as a host number (a bool is none)."""
-    return isinstance(x, (int, float, np.integer, np.floating)) and not isinstance(x, bool)
-
-
-def scaling(name: str, found: Meta, rows: int) -> str:
-    """How a GPU scale of shape ``found.shape`` applies: "tensor" (one value) or "vector"
-    (``rows`` values: A's rows for scale_a, B's columns for scale_b); float32 only.
-
-    >>> f32 = np.dtype("float32")
-    >>> scaling("scale_a", Meta((), f32), 7), scaling("scale_b", Meta((1, 7), f32), 7)
-    ('tensor', 'vector')
-    """
-    if dtype_name(found.dtype) != "float32":
-        raise TypeError(f"{name} has dtype {dtype_name(found.dtype)}; scales are float32: "
-                        f"convert with {name}.astype('float32')")
-    size = math.prod(found.shape)
-    if size == 1 and len(found.shape) <= 2:
-        return "tensor"
-    vector = (rows, 1) if name == "scale_a" else (1, rows)
-    if found.shape in ((rows,), vector):
-        return "vector"
-    what = "row of A" if name == "scale_a" else "column of B"
-    raise ValueError(f"{name} has shape {found.shape}: it must hold one scale, or one per "
-                     f"{what}: shape ({rows},) or {vector}")

@@ -1,6 +1,6 @@
 """Checks of a call's arrays besides its operands, which read them through their
-framework (``xgemm.frameworks``): the output or C given, the bias, an 8-bit product's
-scales and formats, and the factor alpha and the scales make.
+framework (``xgemm.frameworks``): the output or C given, the bias, PyTorch float8
+operands' formats.
 """
 
 from __future__ import annotations
@@ -8,26 +8,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ..frameworks import framework, to_cupy
-from ..specs import EIGHT_BIT, NARROW, WIDE_OUTPUT
-from .arguments import Meta, Scales, Shapes, dtype_name, meta, scaling
+from ..specs import NARROW, WIDE_OUTPUT
+from .arguments import Meta, dtype_name, meta
 
 if TYPE_CHECKING:
     import cupy
-
-
-def check_factor(dtype: str, c_dtype: str, alpha: float, scales: Scales | None) -> None:
-    """What a plan's signature does not say of a call, checked on every call that gives
-    it: scales only for 8-bit inputs; no alpha and no scale numbers other than 1 for an
-    int32 C (its kernel stores the exact sums and reads neither)."""
-    if dtype in EIGHT_BIT:
-        factor = alpha * (scales.factor if scales is not None else 1.0)
-        if c_dtype == "int32" and factor != 1.0:
-            raise ValueError("an int8 product stored as int32 is the exact sums: scales and "
-                             "alpha other than 1 need a float output (out_dtype='float32', "
-                             "'bfloat16' or 'float16')")
-    elif scales is not None and scales.given:
-        raise TypeError(f"scale_a and scale_b are an 8-bit product's quantisation scales; a and "
-                        f"b are {dtype}: for a scaled product of them use xgemm.gemm's alpha")
 
 
 def torch_formats(a: Any, b: Any, formats: Any) -> Any:
@@ -44,27 +29,6 @@ def torch_formats(a: Any, b: Any, formats: Any) -> Any:
             raise TypeError(f"{name} is a {kind} tensor but formats names {fmt}")
         found.append(kind)
     return None if found == [None, None] else tuple(found)
-
-
-def check_scales(scales: Scales, shapes: Shapes) -> tuple[Any, Any, tuple[str, str]]:
-    """An 8-bit product's GPU scales, as the call's arrays, and how each applies."""
-    arrays, scalings = [], []
-    for name, x, rows in (("scale_a", scales.a, shapes.m), ("scale_b", scales.b, shapes.n)):
-        if x is None:
-            arrays.append(None)
-            scalings.append("none")
-            continue
-        meta(x, name)  # a host array, or no array at all: TypeError
-        x = native(x)
-        view = to_cupy(x)
-        kind = scaling(name, Meta(view.shape, view.dtype), rows)
-        if kind == "vector" and any(stride != view.itemsize for size, stride
-                                    in zip(view.shape, view.strides, strict=True) if size > 1):
-            raise ValueError(f"{name} is strided (strides {view.strides}); its scales must lie "
-                             f"next to each other: pass a contiguous copy")
-        arrays.append(x)
-        scalings.append(kind)
-    return arrays[0], arrays[1], (scalings[0], scalings[1])
 
 
 def native(x: Any) -> Any:
