@@ -9,8 +9,12 @@ causal self-attention (PyTorch's scaled_dot_product_attention) and a GELU MLP, w
 512, 8 heads, context 256; its linears are the products xgemm runs (q, k, v and output
 projections, the MLP's two layers, the head).
 
-    python examples/train_gpt.py                          # 300 steps, figure under bench/results
-    python examples/train_gpt.py --steps 50 --compile     # under torch.compile(fullgraph)
+    python examples/train_gpt.py                     # 300 steps: bench/results/h100/training
+    python examples/train_gpt.py --mode compile      # under torch.compile(fullgraph=True)
+    python examples/train_gpt.py --mode cudagraphs   # and its graphs replayed (reduce-overhead)
+
+In eager mode this model's step is bounded by the host (the Python and dispatch of each
+call), not by the GPU; replayed as CUDA graphs, it is bounded by the GPU's kernels.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ import torch.nn.functional as F
 from tqdm import tqdm
 
 import xgemm.torch
+from xgemm.tools.bench import machine_info
 
 SENTENCE = (
     "the kernel reads a tile of the matrix into shared memory while the warps multiply "
@@ -88,12 +93,15 @@ class GPT(torch.nn.Module):
 
 
 def train(model: torch.nn.Module, data: torch.Tensor, steps: int, batch: int, context: int,
-          seed: int, compiled: bool, label: str = "") -> tuple[list[float], list[float]]:
+          seed: int, mode: str = "eager", label: str = "") -> tuple[list[float], list[float]]:
     """Losses and step milliseconds (CUDA events) of ``steps`` AdamW steps on batches drawn
-    with ``seed``: the same batches for every model given the same seed."""
+    with ``seed``: the same batches for every model given the same seed. ``mode``: eager,
+    compile (``torch.compile(fullgraph=True)``) or cudagraphs (and ``mode="reduce-overhead"``:
+    forward and backward replayed as CUDA graphs)."""
     optimizer = torch.optim.AdamW(model.parameters(), lr=6e-4, weight_decay=0.1, fused=True)
     generator = torch.Generator("cuda").manual_seed(seed)
-    forward = torch.compile(model, fullgraph=True) if compiled else model
+    forward = model if mode == "eager" else torch.compile(
+        model, fullgraph=True, mode="reduce-overhead" if mode == "cudagraphs" else None)
     losses, times = [], []
     # xgemm's first steps compile its kernels for each product's shape (minutes on a cold
     # cache); the median step leaves the first five out
@@ -105,6 +113,8 @@ def train(model: torch.nn.Module, data: torch.Tensor, steps: int, batch: int, co
         x, y = window[:, :-1], window[:, 1:]
         begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         begin.record()
+        if mode == "cudagraphs":  # this step's graphs may overwrite the last step's outputs
+            torch.compiler.cudagraph_mark_step_begin()
         with torch.autocast("cuda", dtype=torch.bfloat16):
             logits = forward(x)
             loss = F.cross_entropy(logits.float().view(-1, logits.shape[-1]), y.reshape(-1))
@@ -112,7 +122,7 @@ def train(model: torch.nn.Module, data: torch.Tensor, steps: int, batch: int, co
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
         end.record()
-        losses.append(loss)
+        losses.append(loss.detach().clone() if mode == "cudagraphs" else loss)
         times.append((begin, end))
     torch.cuda.synchronize()
     return [x.item() for x in losses], [b.elapsed_time(e) for b, e in times]
@@ -122,9 +132,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=300)
     parser.add_argument("--batch", type=int, default=32)
-    parser.add_argument("--compile", action="store_true", help="torch.compile(fullgraph=True)")
-    parser.add_argument("--out", default="bench/results/h100/train_gpt",
-                        help="the figure (.png) and the numbers (.json), without suffix")
+    parser.add_argument("--mode", choices=("eager", "compile", "cudagraphs"), default="eager",
+                        help="eager; torch.compile(fullgraph=True); and replayed as CUDA graphs")
+    parser.add_argument("--out", help="the figure (.png) and the numbers (.json), without "
+                        "suffix (bench/results/h100/training/train_gpt_MODE)")
     args = parser.parse_args()
     torch.manual_seed(0)
     text = corpus(2_000_000)
@@ -136,17 +147,17 @@ def main() -> None:
     runs = {}
     for name, model in (("PyTorch", reference), ("xgemm", ours)):
         losses, ms = train(model, data, args.steps, args.batch, 256, seed=1,
-                           compiled=args.compile, label=name)
+                           mode=args.mode, label=name)
         runs[name] = {"losses": losses, "step_ms": statistics.median(ms[5:])}
         print(f"{name:8s} median step {runs[name]['step_ms']:.2f} ms, "
               f"loss {losses[0]:.3f} -> {statistics.mean(losses[-20:]):.3f} (last 20)")
     ratio = runs["PyTorch"]["step_ms"] / runs["xgemm"]["step_ms"]
     print(f"xgemm's step against PyTorch's: {ratio:.3f}x")
-    out = Path(args.out)
+    out = Path(args.out or f"bench/results/h100/training/train_gpt_{args.mode}")
     out.parent.mkdir(parents=True, exist_ok=True)
     out.with_suffix(".json").write_text(json.dumps(
-        {"steps": args.steps, "batch": args.batch, "compiled": args.compile,
-         "gpu": torch.cuda.get_device_name(), **runs}, indent=1) + "\n")
+        {"steps": args.steps, "batch": args.batch, "mode": args.mode,
+         "machine": machine_info(measure=False), **runs}, indent=1) + "\n")
     import matplotlib
 
     matplotlib.use("Agg")
@@ -156,7 +167,8 @@ def main() -> None:
     for name, run in runs.items():
         ax.plot(run["losses"], label=f"{name} ({run['step_ms']:.1f} ms a step)", alpha=0.8)
     ax.set(xlabel="step", ylabel="cross-entropy", yscale="log",
-           title=f"GPT, bfloat16 autocast, {args.steps} steps of {args.batch} x 256 tokens")
+           title=f"GPT, bfloat16 autocast, {args.mode}, {args.steps} steps of {args.batch} x 256 "
+                 "tokens")
     ax.set_ylim(top=math.log(len(vocab)) * 1.1)
     ax.legend()
     fig.tight_layout()

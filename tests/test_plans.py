@@ -315,6 +315,35 @@ def test_a_call_captured_in_a_cuda_graph_replays(rng, name, dtype, k):
 
 
 @gpu
+@pytest.mark.parametrize("name, dtype, k", [
+    ("splitk", "float32", 192),  # split-K's partials and counters, made for the graph
+    ("wgmma", "float16", 190)])  # A and B padded for TMA into copies made for the graph
+def test_a_call_captured_by_pytorch_replays(name, dtype, k):
+    """matmul of PyTorch tensors captured by torch.cuda.graph, which captures in global
+    mode (where cudaMalloc is refused), from an emptied CuPy pool: the workspace the
+    call makes for the graph is allocated all the same, and the replay is right."""
+    import cupy
+
+    torch = pytest.importorskip("torch")
+    if name == "wgmma" and xgemm.gpu.compute_capability(0) != 90:
+        pytest.skip("wgmma needs an sm_90 GPU")
+    t = getattr(torch, dtype)
+    a = torch.randn(256, k, device="cuda", dtype=t)
+    b = torch.randn(k, 128, device="cuda", dtype=t)
+    xgemm.matmul(a, b, variant=name)  # plans and compiles outside the capture
+    torch.cuda.synchronize()
+    cupy.get_default_memory_pool().free_all_blocks()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = xgemm.matmul(a, b, variant=name)
+    a.copy_(torch.randn_like(a))  # new values, same memory
+    out.fill_(float("nan"))
+    graph.replay()
+    torch.cuda.synchronize()
+    assert frobenius_error(out, f64(a) @ f64(b)) < TOLERANCE[dtype]
+
+
+@gpu
 def test_a_prepared_launch_reads_its_inputs_as_they_are_when_it_runs(rng):
     """A Launch keeps references, not snapshots: copied and padded operands, and gemm's
     staged c, are taken afresh on each run."""

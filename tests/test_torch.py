@@ -99,6 +99,24 @@ def test_backward_formulas(cpu_reference, a_shape, b_shape, activation, through)
     assert torch.autograd.gradcheck(f, (a, b, bias))
 
 
+def test_torch_func_grad(cpu_reference):
+    """torch.func.grad through xt.matmul (which needs a Function with a setup_context)
+    gives torch.matmul's gradients."""
+    generator = torch.Generator().manual_seed(1)
+    a, b, bias = (torch.randn(*s, generator=generator, dtype=torch.float64)
+                  for s in ((5, 3), (3, 4), (4,)))
+
+    def loss(matmul, a, b, bias):
+        return (matmul(a, b, bias) ** 2).sum()
+
+    got = torch.func.grad(lambda *x: loss(lambda a, b, c: xt.matmul(a, b, bias=c), *x),
+                          argnums=(0, 1, 2))(a, b, bias)
+    want = torch.func.grad(lambda *x: loss(lambda a, b, c: a @ b + c, *x),
+                           argnums=(0, 1, 2))(a, b, bias)
+    for g, w in zip(got, want, strict=True):
+        assert torch.allclose(g, w)
+
+
 def test_torch_compile_traces_without_a_graph_break():
     """A block of linears through xgemm.torch and a call of xgemm.matmul, forward and
     backward, compile with fullgraph (meta tensors: the fake implementation)."""
@@ -238,3 +256,26 @@ def test_compiled_and_graphed_forward_matches():
         static.copy_(torch.randn_like(x))
         graph.replay()
         assert torch.allclose(out, model(static), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.gpu
+def test_reduce_overhead_training_steps_match_eager():
+    """torch.compile(mode="reduce-overhead") of a block on xgemm linears: its forward and
+    backward, replayed as CUDA graphs, give eager's loss and gradients. Its shapes are
+    the test's own, so that xgemm makes their plans while the graphs warm up (a plan that
+    kept memory of their pool was refused)."""
+    torch.manual_seed(4)
+    model = xt.swap_linears(torch.nn.Sequential(
+        torch.nn.Linear(88, 56), torch.nn.GELU(approximate="tanh"), torch.nn.Linear(56, 24)
+    ).cuda())
+    compiled = torch.compile(model, mode="reduce-overhead", fullgraph=True)
+    for step in range(3):  # warm-up, capture, replay
+        x = torch.randn(13, 88, device="cuda")
+        torch.compiler.cudagraph_mark_step_begin()
+        (compiled(x) ** 2).sum().backward()
+        got = [p.grad.clone() for p in model.parameters()]
+        model.zero_grad(set_to_none=True)
+        (model(x) ** 2).sum().backward()
+        for g, want in zip(got, (p.grad for p in model.parameters()), strict=True):
+            assert torch.allclose(g, want, rtol=1e-4, atol=1e-4), step
+        model.zero_grad(set_to_none=True)

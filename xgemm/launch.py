@@ -17,8 +17,8 @@ import functools
 import math
 import threading
 from collections import OrderedDict
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import numpy as np
 
@@ -27,16 +27,16 @@ from .kernel_args import Arguments, ByValue, ExtraArg, Source, geometry, packed
 from .operands import ready_operand, tma_padded
 from .tma import INVALID_CONTEXT
 
-if TYPE_CHECKING:
-    pass
-
 #: What a plan assumes of the address of an array each call allocates (its output, a
 #: transposed copy): CuPy's and PyTorch's pools align their blocks to 512 bytes.
 FRESH_ALIGNMENT = 64
 #: Tensor maps kept, by address and geometry (a map is 128 bytes).
 TENSOR_MAP_CACHE_SIZE = 4096
-#: Sets of kernel arguments kept per plan, by the call's addresses and scalars.
-RECENT_ARGS = 8
+#: Sets of kernel arguments kept per plan, by the call's addresses and scalars. A model's
+#: layers of one shape share a plan, each calling it at its own addresses, which PyTorch's
+#: pool gives again from step to step: a deep model's step is hundreds of calls to one
+#: plan. An entry is a few hundred bytes.
+RECENT_ARGS = 256
 
 
 # -- kernel arguments and launches, through the CUDA driver ------------------------------
@@ -212,6 +212,25 @@ def _runtime() -> Any:
     return cupy.cuda.runtime
 
 
+@contextlib.contextmanager
+def _allocating_while_capturing() -> Iterator[None]:
+    """A context in which this thread may allocate while a stream captures a CUDA graph.
+    PyTorch captures in global or thread-local mode, where cudaMalloc (which CuPy's pool
+    calls when it has no free block) is refused and invalidates the capture; relaxed
+    mode allows it, as PyTorch's own allocator does for its graphs' pools. The mode is
+    the driver's, per thread, whichever runtime began the capture; it is put back after."""
+    from cuda.bindings import driver
+
+    relaxed = driver.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_RELAXED
+    error, previous = driver.cuThreadExchangeStreamCaptureMode(relaxed)
+    if error != driver.CUresult.CUDA_SUCCESS:
+        raise RuntimeError(f"cuThreadExchangeStreamCaptureMode failed: {error.name}")
+    try:
+        yield
+    finally:
+        driver.cuThreadExchangeStreamCaptureMode(previous)
+
+
 def _on_stream(plan: Any, stream_ptr: int) -> Any:
     """A context in which CuPy's work goes on ``stream_ptr`` (PyTorch's for its tensors;
     for CuPy arrays it is CuPy's current stream already)."""
@@ -240,8 +259,9 @@ def _split_k(plan: Any, stream_ptr: int, keep: list) -> tuple[int, int]:
 
     with _on_stream(plan, stream_ptr):
         if _capturing(stream_ptr):
-            partials = cupy.empty(nbytes, dtype=np.uint8)
-            counters = cupy.zeros(plan.arrivals, dtype=np.uint32)
+            with _allocating_while_capturing():
+                partials = cupy.empty(nbytes, dtype=np.uint8)
+                counters = cupy.zeros(plan.arrivals, dtype=np.uint32)
             plan.captured.append((partials, counters))
             return partials.data.ptr, counters.data.ptr
         if found is None:
@@ -278,7 +298,8 @@ def _copy_buffer(plan: Any, name: str, nbytes: int, stream_ptr: int, keep: list,
         return buffer.ptr
     import cupy
 
-    with _on_stream(plan, stream_ptr):
+    with _on_stream(plan, stream_ptr), (_allocating_while_capturing() if capturing
+                                        else contextlib.nullcontext()):
         copy = cupy.empty(nbytes, dtype=np.uint8)
     (plan.captured if capturing else keep).append(copy)
     if copy.data.ptr % FRESH_ALIGNMENT:

@@ -119,9 +119,11 @@ class Plan:
     #                                 alpha and beta are passed so
     unit: tuple = ()                # alpha = 1, beta = 0 in that type (matmul's), packed
     c_dtype_np: Any = None          # the output's dtype, NumPy's
-    # A new PyTorch result (PyTorch's allocator, in its stream order): empty_like of one
-    # element of its dtype on the plan's GPU expanded to its shape, which takes less host
-    # time than torch.empty parsing a shape, a dtype and a device
+    # A new PyTorch result (PyTorch's allocator, in its stream order): new_empty of an
+    # empty tensor of its dtype on the plan's GPU, which takes less host time than
+    # torch.empty parsing a dtype and a device. Empty, it holds no memory: a plan made
+    # while torch.compile's CUDA graphs warm up would otherwise keep a block of their
+    # pool, which they refuse ("tensors in the cudagraph pool not tracked as outputs")
     new_torch_result: Callable[[], Any] | None = field(default=None, repr=False)
     scaled: bool = False            # its kernel takes scale_a and scale_b (8-bit)
     _function: Any = field(default=None, repr=False)
@@ -345,10 +347,8 @@ def _lay_out(a: cupy.ndarray, b: cupy.ndarray, v: Variant | None, params: dict[s
     if kind == "torch":
         import torch
 
-        model = torch.empty((), dtype=getattr(torch, c_dtype),
-                            device=torch.device("cuda", device)).expand(shapes.out)
-        plan.new_torch_result = functools.partial(torch.empty_like, model,
-                                                  memory_format=torch.contiguous_format)
+        model = torch.empty(0, dtype=getattr(torch, c_dtype), device=torch.device("cuda", device))
+        plan.new_torch_result = functools.partial(model.new_empty, shapes.out)
     if shapes.m and shapes.n and shapes.count:  # else nothing to compute: no chunks
         _chunks(plan, (full_a, full_b, full_c), a.itemsize)
     return plan

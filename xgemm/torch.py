@@ -141,33 +141,52 @@ def _direct(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None, activat
     return torch.ops.xgemm.matmul(a, b, bias, activation, variant, precision, tiles)
 
 
+@once_differentiable
+def _eager_backward(ctx, grad: torch.Tensor) -> tuple:
+    return (*_gradients(_direct, ctx.saved_tensors, ctx.activation, ctx.variant,
+                        ctx.precision, ctx.tiles, ctx.has_bias, ctx.needs_input_grad,
+                        grad), None, None, None, None)
+
+
 class _Eager(torch.autograd.Function):
     """The operator's forward and backward, called directly where nothing traces them.
     A custom operator's dispatch costs tens of microseconds a call on the host, and a
     small model's training step is bounded by the host: examples/train_gpt.py's step ran
     2.6-4.1 ms (11-18%) faster this way than through the operator
-    (bench/results/h100/evidence/train_gpt_eager_f22745d.txt)."""
+    (bench/results/h100/evidence/train_gpt_eager_f22745d.txt).
+
+    Its forward takes ``ctx`` itself rather than a ``setup_context``: with one, every
+    ``apply`` binds its arguments through ``inspect.signature``, 30 us an apply against 7
+    without (timeit of a trivial Function of the same arguments, torch 2.13). torch.func's
+    transforms need one: they get :class:`_Transformable`."""
 
     @staticmethod
-    def forward(a, b, bias, activation, variant, precision, tiles):
-        return _direct(a, b, bias, activation, variant, precision, tiles)
+    def forward(ctx, a, b, bias, activation, variant, precision, tiles):
+        output = _direct(a, b, bias, activation, variant, precision, tiles)
+        _setup_context(ctx, (a, b, bias, activation, variant, precision, tiles), output)
+        return output
 
+    backward = staticmethod(_eager_backward)
+
+
+class _Transformable(torch.autograd.Function):
+    """:class:`_Eager` with a ``setup_context``, for torch.func's transforms (``grad``,
+    ``vjp``), which refuse a Function without one; the operator's own autograd does not
+    support them either."""
+
+    forward = staticmethod(_direct)
     setup_context = staticmethod(_setup_context)
-
-    @staticmethod
-    @once_differentiable
-    def backward(ctx, grad):
-        return (*_gradients(_direct, ctx.saved_tensors, ctx.activation, ctx.variant,
-                            ctx.precision, ctx.tiles, ctx.has_bias, ctx.needs_input_grad,
-                            grad), None, None, None, None)
+    backward = staticmethod(_eager_backward)
 
 
 def _product(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None, activation: str,
              variant: str, precision: str | None, tiles: str) -> torch.Tensor:
-    """The operator where torch.compile traces, else the same product and backward
-    called directly (:class:`_Eager`)."""
+    """The operator where torch.compile traces, else the same product and backward called
+    directly (:class:`_Eager`; :class:`_Transformable` inside a torch.func transform)."""
     if torch.compiler.is_compiling():
         return torch.ops.xgemm.matmul(a, b, bias, activation, variant, precision, tiles)
+    if torch._C._are_functorch_transforms_active():
+        return _Transformable.apply(a, b, bias, activation, variant, precision, tiles)
     return _Eager.apply(a, b, bias, activation, variant, precision, tiles)
 
 

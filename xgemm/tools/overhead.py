@@ -146,10 +146,25 @@ def _inputs(m: int, n: int, k: int, batch: int, dtype: str, weight: bool = False
     return (a, b.T if weight else b, out), (ta, tb.T if weight else tb, tout)
 
 
+def _torch_paths(a: Any, b: Any) -> dict[str, Callable[[], Any]]:
+    """xgemm.torch's two paths on tensors ``a`` and ``b``: the operator
+    (``torch.ops.xgemm.matmul``, what torch.compile's graphs call) and
+    ``xgemm.torch.matmul`` on tensors that require grad (eager training: the product,
+    and the graph node its backward needs)."""
+    import torch
+
+    import xgemm.torch
+
+    ga, gb = a.detach().requires_grad_(), b.detach().requires_grad_()
+    return {"xgemm_op_us": lambda: torch.ops.xgemm.matmul(a, b, None, "none", "auto", None, ""),
+            "xgemm_grad_us": lambda: xgemm.torch.matmul(ga, gb)}
+
+
 def host_rows(calls: int = 200, rounds: int = 51) -> list[dict[str, Any]]:
     """Host microseconds per call, per dtype, shape and with or without ``out=``: xgemm
     (auto, its plan cached) on CuPy arrays and on PyTorch tensors, beside cupy.matmul and
-    torch.matmul on the same values, all measured in turns."""
+    torch.matmul on the same values, all measured in turns; without ``out=``, also
+    xgemm.torch's operator and its eager path on tensors that require grad."""
     import cupy
 
     import xgemm
@@ -179,11 +194,14 @@ def host_rows(calls: int = 200, rounds: int = 51) -> list[dict[str, Any]]:
                             continue
                     contenders[f"{label}.matmul_us"] = (
                         lambda a=a, b=b, kw=kw, f=baseline: f(a, b, **kw))
+                    if label == "torch" and not with_out:
+                        contenders.update(_torch_paths(a, b))
                 shape = (f"x({batch},{m},{k}) @ w.T" if weight else
                          f"{batch}x{m}x{n}x{k}" if batch > 1 else f"{m}x{n}x{k}")
                 row = {"dtype": dtype, "out": with_out, "shape": shape,
                        "xgemm_cupy_us": None, "cupy.matmul_us": None,
-                       "xgemm_torch_us": None, "torch.matmul_us": None}
+                       "xgemm_torch_us": None, "torch.matmul_us": None,
+                       "xgemm_op_us": None, "xgemm_grad_us": None}
                 row.update(host_us(contenders, calls, rounds))
                 rows.append(row)
     return rows

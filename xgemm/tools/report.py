@@ -15,8 +15,9 @@ README.md marks each generated region::
     <!-- end -->
 
 with the regions ``ladder`` (one row per rung, in ladder order), ``machine`` (what the
-results were measured on), ``figures``, ``call_cost`` and ``suite`` (``auto`` against
-cuBLAS on the practitioner's cases, ``xgemm bench --suite``). ``xgemm report --check`` fails
+results were measured on), ``figures``, ``call_cost``, ``suite`` (``auto`` against
+cuBLAS on the practitioner's cases, ``xgemm bench --suite``), ``generalisation`` and
+``training`` (``examples/train_gpt.py``'s runs, under ``training/``). ``xgemm report --check`` fails
 with a diff where README.md differs from what the results render; ``xgemm report
 --write`` rewrites the regions. Nothing here needs CuPy or a GPU.
 
@@ -50,7 +51,9 @@ SIZES = (4096, 8192)
 #: Column order of the ladder table; a column appears when its results exist.
 COLUMNS = ("float32", "tf32", "float16", "bfloat16", "float64")
 #: The regions README.md may mark, in the order ``xgemm report`` prints them.
-REGIONS = ("ladder", "machine", "figures", "call_cost", "suite", "generalisation")
+REGIONS = ("ladder", "machine", "figures", "call_cost", "suite", "generalisation", "training")
+#: examples/train_gpt.py's modes, in the training table's order.
+TRAINING_MODES = ("eager", "compile", "cudagraphs")
 
 _REGION = re.compile(r"(<!-- xgemm report: (\w+) -->\n)(.*?)(<!-- end -->)", re.S)
 
@@ -78,6 +81,9 @@ class Results:
     #: the generalisation suites' files (``--suite random`` / ``models``), as written
     generalisation: list[dict[str, Any]] = field(default_factory=list)
     figures: list[Path] = field(default_factory=list)
+    #: examples/train_gpt.py's runs (``training/*.json``) and figures (``training/*.png``)
+    training: list[dict[str, Any]] = field(default_factory=list)
+    training_figures: list[Path] = field(default_factory=list)
 
     def columns(self) -> list[str]:
         """The columns that have runs, in table order.
@@ -140,6 +146,9 @@ def load(directory: str | os.PathLike[str]) -> Results:
             results.runs.append(Run(path, column_of(data), data.get("machine", {}),
                                     data["results"]))
     results.figures = sorted(directory.glob("*.png"), key=_figure_order)
+    results.training = [json.loads(path.read_text())
+                        for path in sorted((directory / "training").glob("*.json"))]
+    results.training_figures = sorted((directory / "training").glob("*.png"))
     return results
 
 
@@ -422,7 +431,8 @@ def figures(results: Results, readme_dir: str | os.PathLike[str] = REPO) -> str:
 
 
 _HOST = {"xgemm_cupy_us": "xgemm (CuPy in)", "cupy.matmul_us": "cupy.matmul",
-         "xgemm_torch_us": "xgemm (PyTorch in)", "torch.matmul_us": "torch.matmul"}
+         "xgemm_torch_us": "xgemm (PyTorch in)", "torch.matmul_us": "torch.matmul",
+         "xgemm_op_us": "torch.ops.xgemm.matmul", "xgemm_grad_us": "xgemm.torch, recording"}
 _QUEUED = {"variant": "auto runs", "kernel_ms": "kernel ms", "xgemm_ms": "xgemm ms",
            "cupy_ms": "cupy.matmul ms", "torch_ms": "torch.matmul ms",
            "x_cupy": "x cupy.matmul"}
@@ -541,16 +551,41 @@ def generalisation_table(results: Results) -> str:
     return "\n".join(lines)
 
 
+def training_table(results: Results, readme_dir: str | os.PathLike[str] = REPO) -> str:
+    """examples/train_gpt.py's runs: each mode's median step, PyTorch's linears against
+    xgemm's, and the eager run's loss curves.
+
+    >>> training_table(Results(Path(".")))
+    'No training runs (`python examples/train_gpt.py --mode MODE`).'
+    """
+    if not results.training:
+        return "No training runs (`python examples/train_gpt.py --mode MODE`)."
+    lines = ["| mode | steps | PyTorch ms a step | xgemm ms a step | PyTorch / xgemm | final "
+             "loss (PyTorch, xgemm) | GPU | commit |", "|" + " --- |" * 8]
+    order = {mode: i for i, mode in enumerate(TRAINING_MODES)}
+    for run in sorted(results.training, key=lambda r: order.get(r["mode"], len(order))):
+        torch_run, ours = run["PyTorch"], run["xgemm"]
+        losses = ", ".join(f"{sum(r['losses'][-20:]) / 20:.3f}" for r in (torch_run, ours))
+        lines.append(f"| {run['mode']} | {run['steps']} | {torch_run['step_ms']:.2f} | "
+                     f"{ours['step_ms']:.2f} | {torch_run['step_ms'] / ours['step_ms']:.2f}x | "
+                     f"{losses} | {run['machine'].get('gpu', '?')} | "
+                     f"{run['machine'].get('commit', 'unknown')} |")
+    for path in results.training_figures:
+        lines += ["", f"![{path.stem}: loss against step]({_relative(path, readme_dir)})"]
+    return "\n".join(lines)
+
+
 # -- README ------------------------------------------------------------------------------
 def render(results: Results, readme_dir: str | os.PathLike[str] = REPO) -> dict[str, str]:
     """Every region's text, by region name.
 
     >>> sorted(render(Results(Path("."))))
-    ['call_cost', 'figures', 'generalisation', 'ladder', 'machine', 'suite']
+    ['call_cost', 'figures', 'generalisation', 'ladder', 'machine', 'suite', 'training']
     """
     return {"ladder": ladder_table(results), "machine": machine_line(results, readme_dir),
             "figures": figures(results, readme_dir), "call_cost": call_cost_tables(results),
-            "suite": suite_table(results), "generalisation": generalisation_table(results)}
+            "suite": suite_table(results), "generalisation": generalisation_table(results),
+            "training": training_table(results, readme_dir)}
 
 
 def update(text: str, regions: Mapping[str, str]) -> str:
