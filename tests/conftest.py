@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from xgemm.gpu import gpu_unavailable
+from xgemm.tools.tolerances import TOLERANCE as TOLERANCES
 
 
 class FakeGpuArray:
@@ -88,11 +89,12 @@ def fresh_plans():
     forget_plans()
 
 
-#: Relative Frobenius error allowed per dtype, against float64 of the (rounded) inputs.
-TOLERANCE = {"float64": 1e-12, "float32": 1e-5, "float16": 1e-2, "bfloat16": 1e-2}
-DTYPES = tuple(TOLERANCE)
+#: Relative Frobenius error allowed per dtype, against float64 of the (rounded) inputs
+#: (xgemm.tools.tolerances, the one table of them).
+DTYPES = ("float64", "float32", "float16", "bfloat16")
+TOLERANCE = {dtype: TOLERANCES["float64"][dtype] for dtype in DTYPES}
 #: ... and for a variant that rounds float32 inputs to TF32 (10-bit mantissas).
-TF32_TOLERANCE = 5e-3
+TF32_TOLERANCE = TOLERANCES["float64"]["tf32"]
 
 
 def tolerance(name: str, dtype: str) -> float:

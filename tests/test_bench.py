@@ -7,6 +7,7 @@ import pytest
 
 from xgemm.tools import bench, cli
 from xgemm.tools.bench import Result
+from xgemm.tools.tolerances import TOLERANCE
 
 MACHINE = {"gpu": "Test GPU", "fp32_peak_tflops": 60.0, "copy_bandwidth_gbs": 3000.0}
 
@@ -146,7 +147,7 @@ def test_bench_on_the_gpu(tmp_path, capsys):
     assert [r.variant for r in rs] == ["cublas", "tiled", "vectorized", "transposed_b"] * 2
     for r in rs:
         assert r.ok and r.ms > 0 and r.tflops > 0 and r.runs == 5
-        assert r.variant == "cublas" or r.error_vs_cublas < bench.CHECK_TOLERANCE["float32"]
+        assert r.variant == "cublas" or r.error_vs_cublas < TOLERANCE["cuBLAS"]["float32"]
     assert "vectorized" in capsys.readouterr().out
 
 

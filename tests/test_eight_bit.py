@@ -19,11 +19,12 @@ from conftest import FakeGpuArray, frobenius_error, poisoned
 import xgemm
 from xgemm.checks import Meta, input_dtypes, output_dtype, scaling
 from xgemm.specs import EIGHT_BIT_OUTPUTS, Spec, check_eight_bit_spec
+from xgemm.tools.tolerances import TOLERANCE as TOLERANCES
 
 E4M3, E5M2 = "float8_e4m3fn", "float8_e5m2"
 NAME = "wgmma_8bit"
-#: Error allowed per output dtype (module docstring).
-TOLERANCE = {"int32": 0.0, "bfloat16": 1e-2, "float16": 5e-3, "float32": 5e-3}
+#: Error allowed per output dtype (xgemm.tools.tolerances says why).
+TOLERANCE = TOLERANCES["8-bit"]
 PAIRS = [(E4M3, E4M3), (E4M3, E5M2), (E5M2, E4M3), (E5M2, E5M2), ("int8", "int8")]
 
 

@@ -27,7 +27,7 @@ import xgemm
 
 pytestmark = pytest.mark.gpu
 
-TOLERANCE = 1e-5
+TOLERANCE = BY_DTYPE["float32"]
 LAYOUTS = ("NN", "NT", "TN", "TT")
 SHAPES = [  # (M, N, K)
     (1, 1, 1), (7, 13, 5), (33, 65, 17), (127, 129, 255), (1000, 700, 300),

@@ -59,3 +59,32 @@ def test_core_imports_form_no_cycle():
 
     for module in imports:
         visit(module, [module])
+
+
+def test_every_import_of_xgemm_names_something_there():
+    """Each ``from xgemm... import name`` in the package, at module level or inside a
+    function (which only a call would run), names a module or an attribute that exists:
+    a module moved between packages leaves no import of its old place behind."""
+    import importlib
+    import importlib.util
+
+    missing = []
+    for path in sorted((ROOT / "xgemm").rglob("*.py")):
+        module = _name(path)
+        package = module.split(".") if path.name == "__init__.py" else module.split(".")[:-1]
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.ImportFrom):
+                continue
+            if node.level:
+                base = ".".join([*package[:len(package) - node.level + 1],
+                                 *([node.module] if node.module else [])])
+            elif node.module and node.module.split(".")[0] == "xgemm":
+                base = node.module
+            else:
+                continue
+            target = importlib.import_module(base)
+            for alias in node.names:
+                if not hasattr(target, alias.name) and importlib.util.find_spec(
+                        f"{base}.{alias.name}") is None:
+                    missing.append(f"{module}:{node.lineno} from {base} import {alias.name}")
+    assert not missing, missing

@@ -12,7 +12,7 @@ import pytest
 import xgemm
 from xgemm import choice, gpu, tunefile
 from xgemm.tools import cli, tuning
-from xgemm.tools.bench import CHECK_TOLERANCE
+from xgemm.tools.tolerances import TOLERANCE
 
 
 def test_expand_walks_the_product():
@@ -247,7 +247,7 @@ def test_small_sweep_reports_every_point():
     assert len(ok) == 4 and len(invalid) == 2
     assert all("BM % TM == 0" in r.error and r.params["TM"] == 3 for r in invalid)
     for r in ok:
-        assert r.error_vs_cublas < CHECK_TOLERANCE["float32"] and r.ms > 0 and r.vs_cublas > 0
+        assert r.error_vs_cublas < TOLERANCE["cuBLAS"]["float32"] and r.ms > 0 and r.vs_cublas > 0
         assert r.compile_s is not None
     assert results.best is ok[0] and ok == sorted(ok, key=lambda r: r.ms)
     assert results[-1].status == "invalid"  # failures last

@@ -15,6 +15,7 @@ from ..registry import get_variant, variants
 from ..specs import numpy_dtype
 from ..timing import time_launches
 from .bench import relative_error
+from .tolerances import TOLERANCE
 
 #: Each family's default cases: the issue's targets (8192^2 float32 for transpose,
 #: reverse and the stencil, 2^28 elements for sum), plus odd sizes.
@@ -24,9 +25,6 @@ DEFAULT_SHAPES = {
     "sum": [(2**28,), (10**7 + 1,)],
     "stencil": [(8192, 8192), (4095, 8191)],
 }
-#: Largest relative error (Frobenius) against the CuPy equivalent before a row is "wrong";
-#: for sum, the error over the sum of |x|, against the float64 sum.
-CHECK_TOLERANCE = {"float64": 1e-12, "float32": 1e-5, "float16": 1e-2, "bfloat16": 2e-2}
 
 
 @dataclass
@@ -137,7 +135,7 @@ def measure(family: str, name: str, params: dict[str, int], x, weights,
         with cupy.cuda.Device(x.device.id):  # the run's GPU, and so the events'
             err = _error(run(), *reference)
             row.extra["error"] = err
-            if not err < CHECK_TOLERANCE[dtype]:
+            if not err < TOLERANCE["CuPy"][dtype]:
                 against = "the float64 sum" if family == "sum" else "CuPy"
                 row.status, row.error = "wrong result", f"error {err:.3g} against {against}"
                 return row

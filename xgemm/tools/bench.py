@@ -34,11 +34,8 @@ from ..gpu import properties
 from ..registry import get_variant
 from ..specs import numpy_dtype
 from ..timing import time_launches
+from .tolerances import TOLERANCE
 
-#: Relative Frobenius error against cuBLAS above which a variant's result is called wrong,
-#: per dtype (cuBLAS and xgemm round differently; the 16-bit types round the output).
-CHECK_TOLERANCE = {"float64": 1e-10, "float32": 1e-4, "float16": 1e-2, "bfloat16": 2e-2,
-                   "tf32": 5e-3}  # float32 inputs rounded to TF32
 #: FP32 lanes per SM on the GPUs this library targets (Ampere GA100 has 64: see fp32_peak).
 FP32_LANES_PER_SM = 128
 
@@ -349,7 +346,7 @@ def measure(problem: Problem, launch: Launch, result: Result, cublas_ms: float |
             result.error_vs_cublas = relative_error(p.c, p.expected)
             # a TF32 rung, or any row of a TF32 run (its cuBLAS reference is TF32 itself)
             tf32 = launch.variant.precision == "tf32" or p.precision == "tf32"
-            if not result.error_vs_cublas < CHECK_TOLERANCE["tf32" if tf32 else p.dtype]:
+            if not result.error_vs_cublas < TOLERANCE["cuBLAS"]["tf32" if tf32 else p.dtype]:
                 result.status = "wrong result"
                 result.error = f"error {result.error_vs_cublas:.3g} against cuBLAS"
                 return result

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import cost
+from .tolerances import TOLERANCE
 
 #: The largest dimension the random sample draws.
 MAX_DIM = 16384
@@ -263,7 +264,7 @@ def measure(part: str, case: Product, *, regret: bool = True, repeat: int = 10,
     import xgemm
 
     from .. import timing
-    from . import bench, overhead
+    from . import overhead
 
     dtype, precision = PARTS[part]
     torch.backends.cuda.matmul.allow_tf32 = precision == "tf32"
@@ -277,7 +278,7 @@ def measure(part: str, case: Product, *, regret: bool = True, repeat: int = 10,
     timed = {name: _kernel_ms(fn, repeat, flush) for name, fn in baselines.items()}
     baseline = min(timed, key=timed.__getitem__)
     expected = baselines["torch.matmul"]().clone()
-    tolerance = bench.CHECK_TOLERANCE["tf32" if precision else dtype]
+    tolerance = TOLERANCE["cuBLAS"]["tf32" if precision else dtype]
 
     def checked(launch: Any) -> float:
         c.fill_(float("nan"))
@@ -395,7 +396,6 @@ def add_candidates(rows: Sequence[dict[str, Any]], names: Collection[str], *,
     import torch
 
     from .. import timing
-    from . import bench
 
     for i, row in enumerate(rows):
         if row.get("status") != "ok" or "candidates" not in row:
@@ -416,7 +416,7 @@ def add_candidates(rows: Sequence[dict[str, Any]], names: Collection[str], *,
             return _error(c, expected)
 
         timed = _candidates(a, b, c, dtype, precision, checked,
-                            bench.CHECK_TOLERANCE["tf32" if precision else dtype],
+                            TOLERANCE["cuBLAS"]["tf32" if precision else dtype],
                             row["best_ms"], repeat, flush, names)
         row["candidates"] = [x for x in row["candidates"] if x["variant"] not in names] + timed
         # the best over every candidate now in the row (a dropped timing may have been it);

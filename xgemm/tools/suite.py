@@ -38,11 +38,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from .tolerances import TOLERANCE
+
 #: The parts, each run in its own process (TF32 is a CuPy setting read once).
 PARTS = ("tf32", "float64", "float16", "bfloat16", "float32", "float8", "int8")
-#: The 8-bit parts' tolerances against the float64 product of the dequantised inputs:
-#: bfloat16's rounding (2^-9) of the output, and FP8 wgmma's sums (about 2e-3 at K = 8192).
-EIGHT_BIT_TOLERANCE = {"float8": 1e-2, "int8": 0.0}
+#: The 8-bit parts and their results' dtype, which keys their tolerance against the
+#: float64 product of the dequantised inputs (``tolerances.TOLERANCE["8-bit"]``).
+EIGHT_BIT_OUTPUT = {"float8": "bfloat16", "int8": "int32"}
 
 
 @dataclass(frozen=True)
@@ -98,12 +100,14 @@ CASES: dict[str, list[Case]] = {
 
 def measure(part: str, case: Case, repeat: int = 30, rounds: int = 5) -> dict[str, Any]:
     """One row: ``auto``'s pick and both contenders' kernel and call milliseconds."""
-    if part in EIGHT_BIT_TOLERANCE:
+    if part in EIGHT_BIT_OUTPUT:
         return measure_eight_bit(part, case, repeat, rounds)
     import cupy
 
     import xgemm
-    from xgemm import bench, overhead, timing
+
+    from .. import timing
+    from . import bench, overhead
 
     dtype = "float32" if part == "tf32" else part
     precision = "tf32" if part == "tf32" else None
@@ -121,7 +125,7 @@ def measure(part: str, case: Case, repeat: int = 30, rounds: int = 5) -> dict[st
     launch = xgemm.prepare(a, b, out=c, precision=precision)
     c.fill(cupy.nan)
     launch()
-    tolerance = bench.CHECK_TOLERANCE["tf32" if precision else dtype]
+    tolerance = TOLERANCE["cuBLAS"]["tf32" if precision else dtype]
     # against cupy.matmul's product (in float32, rounded, for a batch of bfloat16)
     error = bench.relative_error(c, problem.expected)
     row: dict[str, Any] = {"part": part, "case": case.label, "variant": launch.variant.name,
@@ -149,7 +153,9 @@ def measure_eight_bit(part: str, case: Case, repeat: int = 30, rounds: int = 5,
     import torch
 
     import xgemm
-    from xgemm import overhead, timing
+
+    from .. import timing
+    from . import overhead
 
     generator = torch.Generator("cuda").manual_seed(case.m * 7 + case.n * 3 + case.k)
     m, n, k = case.m, case.n, case.k
@@ -198,7 +204,7 @@ def measure_eight_bit(part: str, case: Case, repeat: int = 30, rounds: int = 5,
     except RuntimeError as exc:  # a shape cuBLASLt's 8-bit product does not take
         row["status"] = f"no baseline: {baseline_name} refused it ({exc})"
         return row
-    if not error <= EIGHT_BIT_TOLERANCE[part]:
+    if not error <= TOLERANCE["8-bit"][EIGHT_BIT_OUTPUT[part]]:
         row["status"] = f"wrong result: error {error:.3g} against float64"
         return row
     # the same values in bfloat16 (exact: FP8 and int8 values up to 256 are bfloat16's)
