@@ -23,6 +23,7 @@ from host_floor import per_call_us  # the same turns of calls, timed the same wa
 
 import xgemm
 from xgemm import plan as planning
+from xgemm.signature import call_key
 from xgemm.tools.bench import machine_info
 
 #: (m, n, k, layout, dtype, variant): some copy nothing, some pad one operand or both (K
@@ -57,8 +58,8 @@ def main() -> None:
     for m, n, k, layout, dtype, variant in CASES:
         a, b = operands(m, n, k, layout, getattr(torch, dtype))
         xgemm.matmul(a, b, variant=variant)
-        plan = planning.PLANS.get(planning.call_key(a, b, None, "out", None, variant, {},
-                                                    None, None, None, False))
+        plan = planning.PLANS.get(call_key(a, b, None, "out", None, variant, {}, None, None,
+                                           None, False))
         launches = (plan.pad_launch is not None) + sum(
             x.transpose is not None for x in (plan.a, plan.b))
         row = {"case": f"{m}x{n}x{k}:{layout}", "dtype": dtype, "variant": variant,

@@ -83,7 +83,7 @@ def measure(shapes: list[tuple[int, int]]) -> list[dict]:
 
 
 def constants(rows: list[dict]) -> dict[str, float]:
-    from xgemm.cost import fit_copies
+    from xgemm.calibrate import fit_copies
 
     launch, bandwidth, line = fit_copies((r["bytes"], r["lines"], r["us"] * 1e-6) for r in rows)
     predicted = [launch + r["bytes"] / bandwidth + r["lines"] * line for r in rows]

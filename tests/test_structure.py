@@ -61,30 +61,74 @@ def test_core_imports_form_no_cycle():
         visit(module, [module])
 
 
-def test_every_import_of_xgemm_names_something_there():
-    """Each ``from xgemm... import name`` in the package, at module level or inside a
-    function (which only a call would run), names a module or an attribute that exists:
-    a module moved between packages leaves no import of its old place behind."""
+def _resolve(base: str, name: str):
+    """``base.name``: an attribute of module ``base`` or its submodule; None if neither."""
     import importlib
     import importlib.util
 
+    module = importlib.import_module(base)
+    if hasattr(module, name):
+        return getattr(module, name)
+    if hasattr(module, "__path__") and importlib.util.find_spec(f"{base}.{name}") is not None:
+        return importlib.import_module(f"{base}.{name}")
+    return None
+
+
+SCRIPTS = sorted([*(ROOT / "xgemm").rglob("*.py"), *(ROOT / "bench").glob("*.py"),
+                  *(ROOT / "examples").glob("*.py")])
+
+
+def _own_nodes(scope: ast.AST):
+    """The nodes of a module or function, without those of the functions inside it."""
+    for child in ast.iter_child_nodes(scope):
+        yield child
+        if not isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
+            yield from _own_nodes(child)
+
+
+def test_every_name_taken_from_xgemm_is_there():
+    """Each ``from xgemm... import name`` in the package, the bench scripts and the
+    examples (inside functions too, which only a call would run), and each attribute read
+    of a module so imported (``cost.fit``), names something that exists: a function or
+    module moved elsewhere leaves no use of its old place behind."""
+    import types
+
     missing = []
-    for path in sorted((ROOT / "xgemm").rglob("*.py")):
+    for path in SCRIPTS:
+        tree = ast.parse(path.read_text())
         module = _name(path)
         package = module.split(".") if path.name == "__init__.py" else module.split(".")[:-1]
-        for node in ast.walk(ast.parse(path.read_text())):
-            if not isinstance(node, ast.ImportFrom):
-                continue
-            if node.level:
-                base = ".".join([*package[:len(package) - node.level + 1],
-                                 *([node.module] if node.module else [])])
-            elif node.module and node.module.split(".")[0] == "xgemm":
-                base = node.module
-            else:
-                continue
-            target = importlib.import_module(base)
-            for alias in node.names:
-                if not hasattr(target, alias.name) and importlib.util.find_spec(
-                        f"{base}.{alias.name}") is None:
-                    missing.append(f"{module}:{node.lineno} from {base} import {alias.name}")
+        scopes = [tree, *(n for n in ast.walk(tree)
+                          if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef))]
+        at_module: dict[str, types.ModuleType] = {}
+        for scope in scopes:  # the module first: its imports are seen in its functions
+            modules = dict(at_module)  # local name -> module, for the attribute reads
+            nodes = list(_own_nodes(scope))
+            for node in nodes:
+                if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+                    modules.pop(node.id, None)  # a local of that name hides the module
+            for node in nodes:
+                if not isinstance(node, ast.ImportFrom):
+                    continue
+                if node.level and path.is_relative_to(ROOT / "xgemm"):
+                    base = ".".join([*package[:len(package) - node.level + 1],
+                                     *([node.module] if node.module else [])])
+                elif not node.level and node.module and node.module.split(".")[0] == "xgemm":
+                    base = node.module
+                else:
+                    continue
+                for alias in node.names:
+                    found = _resolve(base, alias.name)
+                    if found is None:
+                        missing.append(f"{module}:{node.lineno} from {base} import {alias.name}")
+                    elif isinstance(found, types.ModuleType):
+                        modules[alias.asname or alias.name] = found
+            if scope is tree:
+                at_module = modules
+            for node in nodes:
+                if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+                        and node.value.id in modules
+                        and _resolve(modules[node.value.id].__name__, node.attr) is None):
+                    missing.append(f"{module}:{node.lineno} "
+                                   f"{modules[node.value.id].__name__}.{node.attr}")
     assert not missing, missing
