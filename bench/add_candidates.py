@@ -18,7 +18,7 @@ import json
 from tqdm import tqdm
 
 from xgemm.tools import generalisation
-from xgemm.tools.bench import source_commit
+from xgemm.tools.machine import source_commit
 
 
 def main() -> None:

@@ -28,7 +28,7 @@ import torch
 import xgemm
 from xgemm.timing import scrub_pays, time_launches
 from xgemm.tools import generalisation
-from xgemm.tools.bench import measure_copy_bandwidth
+from xgemm.tools.machine import measure_copy_bandwidth
 
 #: (variant, parameters): rung 18 at its default 128 x 256 tiles, at 128 x 128 (3 or 4
 #: stages) and 256 x 128, C staged for a TMA store or not; rung 25 (rung 18 with tiles cut

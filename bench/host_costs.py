@@ -24,7 +24,7 @@ from host_floor import per_call_us  # the same turns of calls, timed the same wa
 import xgemm
 from xgemm import plan as planning
 from xgemm.signature import call_key
-from xgemm.tools.bench import machine_info
+from xgemm.tools.machine import machine_info
 
 #: (m, n, k, layout, dtype, variant): some copy nothing, some pad one operand or both (K
 #: odd: rows TMA cannot read); small enough to leave the host the bound of a queue of

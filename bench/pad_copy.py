@@ -106,7 +106,7 @@ def main() -> None:
           f"line, host {fitted['host_us']:.2f} us a copy; RMS log error "
           f"{fitted['rms_log_error']:.3f}")
     if args.json:
-        from xgemm.tools.bench import source_commit
+        from xgemm.tools.machine import source_commit
 
         Path(args.json).write_text(json.dumps(
             {"commit": source_commit(), "rows": rows, "constants": fitted}, indent=1))

@@ -46,7 +46,7 @@ print(words[0] if words else "gpu")' "$name")}
 DEST=${DEST:-bench/results/$GPU}
 LOGS=$(mktemp -d)
 mkdir -p "$DEST"
-echo "$name -> $DEST, commit $(python3 -c 'from xgemm.tools.bench import source_commit as c; print(c() or "unknown: set XGEMM_COMMIT")')"
+echo "$name -> $DEST, commit $(python3 -c 'from xgemm.tools.machine import source_commit as c; print(c() or "unknown: set XGEMM_COMMIT")')"
 python3 -c "import cupy; print('cupy', cupy.__version__, 'cuda', cupy.cuda.runtime.runtimeGetVersion())"
 
 parts=${ONLY:-float32 float16 bfloat16 float64 tf32 call_cost suite_tf32 suite_float64 \

@@ -32,7 +32,7 @@ import torch.nn.functional as F
 from tqdm import tqdm
 
 import xgemm.torch
-from xgemm.tools.bench import machine_info
+from xgemm.tools.machine import machine_info
 
 SENTENCE = (
     "the kernel reads a tile of the matrix into shared memory while the warps multiply "

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from xgemm.tools import bench, cli
+from xgemm.tools import bench, cli, machine
 from xgemm.tools.bench import Result
 from xgemm.tools.tolerances import TOLERANCE
 
@@ -33,7 +33,7 @@ def test_arithmetic():
     assert bench.intensity(4096, 4096, 4096) == pytest.approx(4096 / 6)
     assert bench.intensity(0, 0, 0) == 0.0
     # the H100 SXM figure the project quotes: 132 SMs x 128 lanes x 2 x 1.98 GHz
-    assert bench.fp32_peak_tflops(132, 1980) == pytest.approx(66.9, abs=0.05)
+    assert machine.fp32_peak_tflops(132, 1980) == pytest.approx(66.9, abs=0.05)
 
 
 def test_best_per_shape_ignores_cublas_and_failures():

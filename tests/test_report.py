@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 import xgemm
-from xgemm.tools import report
+from xgemm.tools import ladder_table, report
 from xgemm.tools.cli import main
 
 REPO = Path(__file__).resolve().parents[1]
@@ -62,7 +62,7 @@ def results_dir(tmp_path: Path) -> Path:
 
 
 def test_rungs_follow_template_numbers():
-    numbers = report.rungs()
+    numbers = ladder_table.rungs()
     assert list(numbers) == xgemm.variants()
     for name, rung in numbers.items():
         template = Path(xgemm.get_variant(name).template).name

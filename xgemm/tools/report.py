@@ -3,10 +3,10 @@
 ``bench/results/<gpu>/`` holds one benchmark run, as ``bench/run_canonical.sh`` writes it:
 a JSON per dtype (``xgemm bench --dtype D --json``; the TF32 rungs' run,
 ``--precision tf32``, as its own column), the call cost (``xgemm bench --overhead
---json``) and the figures (PNG). The file names do not matter: each JSON says what it
-holds (a bench run's dtype, a TF32 rung or ``"precision": "tf32"`` among its records, or
-the call cost's ``host_us``). Several runs of one dtype are read together, each rung's
-figure from the last file (by name) that measured it.
+--json``) and the figures (PNG); ``results.load`` reads it. The file names do not matter:
+each JSON says what it holds (a bench run's dtype, a TF32 rung or ``"precision": "tf32"``
+among its records, or the call cost's ``host_us``). Several runs of one dtype are read
+together, each rung's figure from the last file (by name) that measured it.
 
 README.md marks each generated region::
 
@@ -14,12 +14,13 @@ README.md marks each generated region::
     ...
     <!-- end -->
 
-with the regions ``ladder`` (one row per rung, in ladder order), ``machine`` (what the
-results were measured on), ``figures``, ``call_cost``, ``suite`` (``auto`` against
-cuBLAS on the practitioner's cases, ``xgemm bench --suite``), ``generalisation`` and
-``training`` (``examples/train_gpt.py``'s runs, under ``training/``). ``xgemm report --check`` fails
-with a diff where README.md differs from what the results render; ``xgemm report
---write`` rewrites the regions. Nothing here needs CuPy or a GPU.
+with the regions ``ladder`` (one row per rung, in ladder order: ``ladder_table``),
+``machine`` (what the results were measured on), ``figures``, ``call_cost``, ``suite``
+(``auto`` against cuBLAS on the practitioner's cases, ``xgemm bench --suite``),
+``generalisation`` and ``training`` (``examples/train_gpt.py``'s runs, under
+``training/``). ``xgemm report --check`` fails with a diff where README.md differs from
+what the results render; ``xgemm report --write`` rewrites the regions. Nothing here needs
+CuPy or a GPU.
 
 Example:
     >>> from xgemm.tools import report
@@ -30,322 +31,27 @@ Example:
 from __future__ import annotations
 
 import difflib
-import json
 import os
 import re
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from .. import declarations as _ladder  # noqa: F401  (registers the ladder)
-from ..registry import get_variant, variants
+from .ladder_table import escape, ladder_table
+from .results import Results, load
 from .suite import PARTS, geomean
 
 #: The repository xgemm is imported from (README.md and bench/ beside the package).
 REPO = Path(__file__).resolve().parents[2]
 #: The results README.md is rendered from, relative to the repository.
 RESULTS = Path("bench") / "results" / "h100"
-#: The sizes (M = N = K) the ladder table reports.
-SIZES = (4096, 8192)
-#: Column order of the ladder table; a column appears when its results exist.
-COLUMNS = ("float32", "tf32", "float16", "bfloat16", "float64")
 #: The regions README.md may mark, in the order ``xgemm report`` prints them.
 REGIONS = ("ladder", "machine", "figures", "call_cost", "suite", "generalisation", "training")
 #: examples/train_gpt.py's modes, in the training table's order.
 TRAINING_MODES = ("eager", "compile", "cudagraphs")
 
 _REGION = re.compile(r"(<!-- xgemm report: (\w+) -->\n)(.*?)(<!-- end -->)", re.S)
-
-
-@dataclass
-class Run:
-    """One ``xgemm bench --json`` file: the machine it ran on and its records."""
-
-    path: Path
-    column: str
-    machine: dict[str, Any]
-    records: list[dict[str, Any]]
-
-
-@dataclass
-class Results:
-    """What a results directory holds: bench runs, the call cost, the figures."""
-
-    directory: Path
-    runs: list[Run] = field(default_factory=list)
-    call_cost: dict[str, Any] | None = None
-    call_cost_path: Path | None = None
-    suite: list[dict[str, Any]] = field(default_factory=list)
-    suite_commits: set[str] = field(default_factory=set)
-    #: the generalisation suites' files (``--suite random`` / ``models``), as written
-    generalisation: list[dict[str, Any]] = field(default_factory=list)
-    figures: list[Path] = field(default_factory=list)
-    #: examples/train_gpt.py's runs (``training/*.json``) and figures (``training/*.png``)
-    training: list[dict[str, Any]] = field(default_factory=list)
-    training_figures: list[Path] = field(default_factory=list)
-
-    def columns(self) -> list[str]:
-        """The columns that have runs, in table order.
-
-        >>> Results(Path(".")).columns()
-        []
-        """
-        have = {run.column for run in self.runs}
-        return [c for c in COLUMNS if c in have] + sorted(have - set(COLUMNS))
-
-
-# -- reading -----------------------------------------------------------------------------
-def _is_tf32(name: str) -> bool:
-    try:
-        return get_variant(name).precision == "tf32"
-    except ValueError:  # a variant since renamed or removed
-        return False
-
-
-def column_of(data: Mapping[str, Any]) -> str:
-    """The ladder column a bench run fills: "tf32" for a TF32 run (a TF32 rung among its
-    records, auto having picked one, or ``machine["precision"]``), else its dtype.
-
-    >>> column_of({"machine": {}, "results": [{"variant": "naive", "dtype": "float64"}]})
-    'float64'
-    >>> column_of({"machine": {}, "results": [{"variant": "mma_tf32", "dtype": "float32"}]})
-    'tf32'
-    """
-    records = data.get("results", [])
-    if data.get("machine", {}).get("precision") == "tf32" or any(
-            _is_tf32(r.get("variant", "")) or _is_tf32(str(r.get("params", {}).get("variant")))
-            for r in records):
-        return "tf32"
-    dtypes = sorted({r.get("dtype", "float32") for r in records})
-    return "+".join(dtypes) if dtypes else "float32"
-
-
-def load(directory: str | os.PathLike[str]) -> Results:
-    """Read every ``*.json`` and ``*.png`` directly in ``directory`` (not its sweeps/ or
-    evidence/): bench runs, the call cost, figures; files in name order.
-
-    >>> load("/nonexistent").runs
-    []
-    """
-    directory = Path(directory)
-    results = Results(directory)
-    for path in sorted(directory.glob("*.json")):
-        with open(path) as f:
-            data = json.load(f)
-        if not isinstance(data, dict):
-            continue
-        if "host_us" in data or "queued_ms" in data:
-            results.call_cost, results.call_cost_path = data, path
-        elif isinstance(data.get("summary"), dict) and isinstance(data.get("rows"), list):
-            results.generalisation.append(data)
-        elif isinstance(data.get("suite"), list):
-            results.suite += data["suite"]
-            results.suite_commits.add(str(data.get("machine", {}).get("commit") or "unknown"))
-        elif isinstance(data.get("results"), list):
-            results.runs.append(Run(path, column_of(data), data.get("machine", {}),
-                                    data["results"]))
-    results.figures = sorted(directory.glob("*.png"), key=_figure_order)
-    results.training = [json.loads(path.read_text())
-                        for path in sorted((directory / "training").glob("*.json"))]
-    results.training_figures = sorted((directory / "training").glob("*.png"))
-    return results
-
-
-def _figure_order(path: Path) -> tuple[int, str]:
-    column = path.stem.split("_")[0]
-    return (COLUMNS.index(column) if column in COLUMNS else len(COLUMNS), path.stem)
-
-
-# -- the ladder --------------------------------------------------------------------------
-def rungs(family: str = "gemm") -> dict[str, str]:
-    """Each variant's rung: the number of its template file (``gemm/13_wgmma.cu.j2`` ->
-    13), with a prime for each further variant on the same template.
-
-    >>> r = rungs()
-    >>> r["naive"], r["transposed_b"], r["mma_tf32"] == r["mma"] + "'"
-    ('1', '7', True)
-    """
-    out: dict[str, str] = {}
-    seen: dict[str, int] = {}
-    for name in variants(family):
-        template = get_variant(name, family).template
-        match = re.match(r"(\d+)_", Path(template).name)
-        number = str(int(match.group(1))) if match else "?"
-        out[name] = number + "'" * seen.get(template, 0)
-        seen[template] = seen.get(template, 0) + 1
-    return out
-
-
-def _params(params: Mapping[str, Any]) -> str:
-    return ", ".join(f"{k}={v}" for k, v in params.items())
-
-
-def defaults_text(name: str) -> str:
-    """A variant's defaults as the table shows them; for a further variant on the same
-    template, what differs from the first.
-
-    >>> defaults_text("tiled")
-    'tile=16'
-    """
-    variant = get_variant(name)
-    first = next(n for n in variants() if get_variant(n).template == variant.template)
-    if first == name:
-        return _params(variant.defaults)
-    base = get_variant(first).defaults
-    changed = {k: v for k, v in variant.defaults.items() if base.get(k) != v}
-    gone = [k for k in base if k not in variant.defaults]
-    text = f"as `{first}`"
-    if changed or gone:
-        text += ", but " + ", ".join([f"{k}={v}" for k, v in changed.items()]
-                                     + [f"no {k}" for k in gone])
-    return text
-
-
-def _square(records: Iterable[dict[str, Any]], variant: str, size: int
-            ) -> dict[str, Any] | None:
-    """The record of ``variant`` at size³ (unbatched): row-major operands first."""
-    found = [r for r in records if r.get("variant") == variant and r.get("batch", 1) == 1
-             and r.get("m") == r.get("n") == r.get("k") == size]
-    found.sort(key=lambda r: r.get("layout", "NN") != "NN")
-    return found[0] if found else None
-
-
-def _measured(runs: Sequence[Run], variant: str, size: int) -> dict[str, Any] | None:
-    """The record from the last run (by file name) that measured ``variant`` at size³."""
-    for run in reversed(runs):
-        record = _square(run.records, variant, size)
-        if record is not None:
-            return record
-    return None
-
-
-def _tflops(value: float) -> str:
-    return f"{value:.1f}"
-
-
-def _cell(record: dict[str, Any] | None, mark: str = "") -> str:
-    if record is None:
-        return "–"
-    if not record.get("ok"):
-        return record.get("status") or "failed"
-    text = _tflops(record["tflops"])
-    if record.get("vs_cublas"):
-        text += f" ({record['vs_cublas']:.2f}x)"
-    return text + mark
-
-
-def _span(values: Sequence[float]) -> str:
-    if not values:
-        return "–"
-    lo, hi = _tflops(min(values)), _tflops(max(values))
-    return lo if lo == hi else f"{lo}–{hi}"
-
-
-def _escape(text: str) -> str:
-    return text.replace("|", "\\|")
-
-
-def ladder_table(results: Results) -> str:
-    """The ladder as a Markdown table: cuBLAS, then one row per rung in ladder order, with
-    TFLOP/s (x cuBLAS of the same run) at 4096³ / 8192³ per column; notes below it.
-
-    >>> print(ladder_table(Results(Path("."))).splitlines()[0])
-    | rung | variant | what it adds | defaults |
-    """
-    columns = results.columns()
-    by_column = {c: [run for run in results.runs if run.column == c] for c in columns}
-    eight_bit = _eight_bit_squares(results)  # part -> size -> the suite's row
-    header = ["rung", "variant", "what it adds", "defaults"]
-    for column in columns:
-        layouts = {r.get("layout", "NN") for size in SIZES for name in variants()
-                   if (r := _measured(by_column[column], name, size)) is not None}
-        header.append(column + (f" ({', '.join(sorted(layouts))})"
-                                if layouts and layouts != {"NN"} else ""))
-    header += [f"{part} (NT)" for part in eight_bit]
-    lines = ["| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
-    cublas = ["", "cuBLAS", "`cupy.matmul` on the same arrays (tf32: `CUPY_TF32=1`; 8-bit:"
-              " cuBLASLt through `torch._scaled_mm`, `torch._int_mm`)", ""]
-    for column in columns:
-        cublas.append(" / ".join(
-            _span([r["tflops"] for run in by_column[column]
-                   if (r := _square(run.records, "cublas", size)) and r.get("ok")])
-            for size in SIZES))
-    for rows in eight_bit.values():
-        cublas.append(" / ".join(_tflops(2 * size**3 / rows[size]["cublas_ms"] / 1e9)
-                                 if size in rows else "–" for size in SIZES))
-    lines.append("| " + " | ".join(cublas) + " |")
-
-    notes: dict[str, list[str]] = {}  # note -> columns
-    numbers = rungs()
-    for name in variants():
-        variant = get_variant(name)
-        row = [numbers[name], f"`{name}`", _escape(variant.adds), _escape(defaults_text(name))]
-        for column in columns:
-            cells = []
-            for size in SIZES:
-                record = _measured(by_column[column], name, size)
-                mark = ""
-                if record is not None and record.get("ok"):
-                    note = _params_note(name, record)
-                    if note:
-                        mark = "†"
-                        notes.setdefault(note, [])
-                        if column not in notes[note]:
-                            notes[note].append(column)
-                    if record.get("read_as"):
-                        read = f"`{name}` is handed B stored as it reads it " \
-                               f"({record['read_as']}), the same values"
-                        notes.setdefault(read, [])
-                        if column not in notes[read]:
-                            notes[read].append(column)
-                cells.append(_cell(record, mark))
-            row.append("" if set(cells) == {"–"} else " / ".join(cells))
-        for rows in eight_bit.values():
-            cells = [f"{_tflops(2 * size**3 / r['auto_ms'] / 1e9)} ({r['x_kernel']:.2f}x)"
-                     if (r := rows.get(size)) and r["variant"] == name else "–"
-                     for size in SIZES]
-            row.append("" if set(cells) == {"–"} else " / ".join(cells))
-        lines.append("| " + " | ".join(row) + " |")
-
-    lines.append("")
-    lines.append("TFLOP/s at " + " / ".join(f"{s}³" for s in SIZES)
-                 + " (M = N = K, row-major operands unless a column says otherwise) and, in "
-                 "parentheses, the fraction of cuBLAS's TFLOP/s in the same run; – : not "
-                 "measured at that size.")
-    for note, cols in notes.items():
-        lines += ["", f"{note} ({', '.join(cols)})."]
-    if eight_bit:
-        lines += ["", f"{' and '.join(eight_bit)}: from the practitioner's suite below (`auto`,"
-                  " B a transposed view, per-tensor scales, bfloat16 or int32 out), TFLOP/s"
-                  " (TOPS for int8) of the kernel."]
-    return "\n".join(lines)
-
-
-def _eight_bit_squares(results: Results) -> dict[str, dict[int, dict[str, Any]]]:
-    """The suite's 8-bit rows at the ladder's square sizes (B transposed), by part and
-    size: the ladder's 8-bit columns."""
-    found: dict[str, dict[int, dict[str, Any]]] = {}
-    for part in ("float8", "int8"):
-        for size in SIZES:
-            for r in results.suite:
-                if (r.get("part") == part and r.get("status") == "ok"
-                        and r.get("case") == f"{size}x{size}x{size}:NT"):
-                    found.setdefault(part, {})[size] = r
-    return found
-
-
-def _params_note(name: str, record: Mapping[str, Any]) -> str:
-    """Where a record was measured at parameters other than today's defaults: which."""
-    defaults = get_variant(name).defaults
-    params = {k: v for k, v in record.get("params", {}).items() if k != "variant"}
-    if params == dict(defaults):
-        return ""
-    changed = [f"{k}={v}" for k, v in params.items() if defaults.get(k) != v]
-    missing = [k for k in defaults if k not in params]
-    return (f"† `{name}` measured at " + ", ".join(changed)
-            + (f"{', ' if changed else ''}without {', '.join(missing)}" if missing else "")
-            + ", not today's defaults")
 
 
 # -- the machine -------------------------------------------------------------------------
@@ -502,7 +208,7 @@ def suite_table(results: Results) -> str:
         for r in mine:
             if r.get("status") != "ok":
                 lines.append(f"| {part} | {r.get('case')} | - | - | - | - |"
-                             f" {_escape(str(r.get('status')))} |")
+                             f" {escape(str(r.get('status')))} |")
                 continue
             lines.append(f"| {part} | {r['case']} | `{r['variant']}` | {r['auto_ms']:.4f} /"
                          f" {r['cublas_ms']:.4f} | {r['x_kernel']:.2f} | {r['x_call']:.2f} |"

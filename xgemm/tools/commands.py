@@ -1,0 +1,435 @@
+"""What each ``xgemm`` command does, given its parsed arguments (``cli`` parses them):
+``run_bench`` (and its suites, the memory-bound families and the call cost), ``run_plot``,
+``run_sweep``, ``run_tune``, ``run_report`` and ``run_calibrate``. Each returns the exit
+status.
+
+Example:
+    >>> from xgemm.tools import cli, commands
+    >>> commands.run_report(cli.parser().parse_args(["report", "--check"]))  # doctest: +SKIP
+    0
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from .machine import machine_info
+
+#: The square sizes ``xgemm bench`` runs where none are given.
+DEFAULT_SIZES = (128, 256, 512, 1024, 2048, 4096, 8192)
+
+
+def shape_argument(text: str) -> tuple[int, int, int]:
+    """An MxNxK argument; argparse.ArgumentTypeError naming the problem where it is not one."""
+    try:
+        m, n, k = (int(x) for x in text.lower().split("x"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not MxNxK, e.g. 4097x31x1025") from None
+    if min(m, n, k) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: every dimension must be at least 1")
+    return m, n, k
+
+
+def case_argument(text: str) -> tuple[int, int, int, int, str]:
+    """A --shapes case (``bench.parse_case``), its errors as argparse.ArgumentTypeError."""
+    from .bench import parse_case
+
+    try:
+        return parse_case(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def need_gpu(command: str) -> bool:
+    from ..gpu import gpu_unavailable
+
+    reason = gpu_unavailable()
+    if reason:
+        print(f"xgemm {command}: {reason}; it needs a CUDA GPU", file=sys.stderr)
+    return reason is None
+
+
+def run_sweep(args: argparse.Namespace) -> int:
+    if args.family:
+        os.environ["CUPY_TF32"] = "0"
+        return _sweep_family(args)
+    from ..registry import get_variant
+    from .tuning import expand, sweep
+
+    # a TF32 rung is measured against cuBLAS in TF32, exact ones against exact cuBLAS
+    tf32 = get_variant(args.variant).precision == "tf32"
+    os.environ["CUPY_TF32"] = "1" if tf32 else "0"
+
+    try:
+        shape = shape_argument(args.shape)
+    except argparse.ArgumentTypeError as exc:
+        _usage_error(str(exc), "sweep")
+    expand(args.variant, args.space)  # unknown names fail here, before any work
+    if not need_gpu("sweep"):
+        return 2
+    results = sweep(args.variant, *shape, space=args.space, strategy=args.strategy,
+                    max_points=args.max_points, seconds=args.seconds, dtype=args.dtype)
+    if args.csv:
+        results.to_csv(args.csv)
+    print(results.table())
+    return 0 if results.best is not None else 1
+
+
+def _sweep_family(args: argparse.Namespace) -> int:
+    from ..registry import get_variant
+
+    if args.space or args.strategy != "exhaustive" or args.max_points or args.seconds \
+            or args.csv:
+        _usage_error("--family sweeps every point of the declared space; --space, "
+                     "--strategy, --max-points, --seconds and --csv are for the GEMMs", "sweep")
+    get_variant(args.variant, args.family)  # an unknown name fails here, with suggestions
+    shape = _input_shape(args.shape, "sweep")
+    if not need_gpu("sweep"):
+        return 2
+    from . import bandwidth
+
+    rows = bandwidth.sweep(args.family, args.variant, shape, args.dtype)
+    print(bandwidth.table(rows))
+    return 0 if any(r.ok for r in rows[2:]) else 1
+
+
+def run_tune(args: argparse.Namespace) -> int:
+    os.environ["CUPY_TF32"] = "0"
+    from ..registry import get_variant
+    from ..tunefile import cache_path, tune_cache
+    from .tuning import SweepResults, tune
+
+    for name in args.variants or []:
+        get_variant(name)
+    if args.clear:
+        tune_cache().clear()
+        print(f"cleared {cache_path()}")
+    if not args.shapes:
+        return 0
+    if not need_gpu("tune"):
+        return 2
+    everything = SweepResults()
+    summary = []
+    for m, n, k in args.shapes:
+        results = tune(m, n, k, variants=args.variants, strategy=args.strategy,
+                       max_points=args.max_points, seconds=args.seconds)
+        everything.extend(results)
+        summary.append(results.best)
+    if args.csv:
+        everything.to_csv(args.csv)
+    from .bench import table
+
+    print(f"best per shape, remembered in {cache_path()}:")
+    print(table([r for r in summary if r is not None]))
+    return 0 if all(r is not None for r in summary) else 1
+
+
+def _progress(total: int):
+    """A tqdm bar on stderr when it is a terminal and tqdm is installed; else None."""
+    if not sys.stderr.isatty():
+        return None
+    try:
+        from tqdm import tqdm
+    except ImportError:
+        return None
+    return tqdm(total=total, file=sys.stderr, unit="point", leave=False)
+
+
+def _input_shape(text: str, command: str = "bench") -> tuple[int, ...]:
+    try:
+        return tuple(int(x) for x in text.lower().split("x"))
+    except ValueError:
+        _usage_error(f"{text!r} is not an input shape like 8192x8192 or 268435456", command)
+
+
+def _usage_error(message: str, command: str = "bench"):
+    """As argparse does with a bad argument: the message on stderr, exit status 2."""
+    print(f"xgemm {command}: {message}", file=sys.stderr)
+    raise SystemExit(2)
+
+
+def _bench_family(args: argparse.Namespace) -> int:
+    from ..registry import get_variant
+
+    if args.sizes or args.precision or args.csv or args.plot or args.roofline:
+        _usage_error("--family takes its cases from --shapes (RxC or N) and writes --json; "
+                     "--sizes, --precision, --csv, --plot and --roofline are for the GEMMs")
+    names = args.variants or None
+    for name in names or []:
+        get_variant(name, args.family)  # an unknown name fails here, with suggestions
+    if not need_gpu("bench"):
+        return 2
+    from . import bandwidth
+
+    shapes = [_input_shape(t) for t in args.shapes] or bandwidth.DEFAULT_SHAPES[args.family]
+    rows = list(bandwidth.iterate(args.family, shapes, args.dtype, names, warmup=args.warmup,
+                                  repeat=args.repeat))
+    if getattr(args, "json", None):
+        import json
+
+        with open(args.json, "w") as f:
+            json.dump(bandwidth.to_json(rows), f, indent=1)
+    print(bandwidth.table(rows))
+    return 0 if all(r.ok for r in rows) else 1
+
+
+def _bench_overhead(args: argparse.Namespace) -> int:
+    if args.family or args.sizes or args.shapes or args.variants or args.precision \
+            or args.csv or args.plot or args.roofline:
+        _usage_error("--overhead measures its own cases; it takes --json only")
+    if not need_gpu("bench"):
+        return 2
+    from . import overhead
+
+    machine = machine_info(measure=False)
+    host = overhead.host_rows()
+    queued = overhead.queued_rows()
+    if args.json:
+        import json
+
+        with open(args.json, "w") as f:
+            json.dump({"machine": machine, "host_us": host, "queued_ms": queued}, f, indent=1)
+            f.write("\n")
+    print(f"host microseconds per call (plan cached), {machine['gpu']}:")
+    print(overhead.table(host))
+    print("\nqueued milliseconds per call (50 calls between two events):")
+    print(overhead.table(queued))
+    return 0
+
+
+def _bench_generalisation(args: argparse.Namespace) -> int:
+    if args.family or args.sizes or args.shapes or args.variants or args.overhead \
+            or args.csv or args.plot or args.roofline:
+        _usage_error(f"--suite {args.suite} draws its own cases; it takes --dtype, "
+                     "--precision, --seed, --count, --min-dim, --min-k, --max-k, --max-m, "
+                     "--multiple, "
+                     "--no-regret, --repeat and --json")
+    part = "tf32" if args.precision == "tf32" else args.dtype
+    if part in ("float8", "int8") and (args.suite != "random" or args.precision
+                                       or args.min_dim != 1 or args.max_k is not None
+                                       or args.min_k is not None
+                                       or args.max_m is not None or args.multiple != 1):
+        _usage_error(f"--dtype {part} runs --suite random only, without --precision, "
+                     "--min-dim, --min-k, --max-k, --max-m or --multiple")
+    if args.multiple < 1:
+        _usage_error(f"--multiple {args.multiple}: give a positive multiple (1: as drawn)")
+    if args.min_k is not None and not 1 <= args.min_k <= (args.max_k or args.min_k):
+        _usage_error(f"--min-k {args.min_k}: give a positive K no larger than --max-k")
+    if args.max_m is not None and args.max_m < 1:
+        _usage_error(f"--max-m {args.max_m}: give a positive count of rows")
+    os.environ["CUPY_TF32"] = "1" if part == "tf32" else "0"
+    if not need_gpu("bench"):
+        return 2
+    from . import generalisation, overhead
+
+    if args.suite == "random" and part in generalisation.EIGHT_BIT_PARTS:
+        cases, seed = generalisation.eight_bit_cases(args.seed, args.count), args.seed
+    elif args.suite == "random":
+        cases = generalisation.random_cases(args.seed, args.count, min_dim=args.min_dim,
+                                            max_k=args.max_k, multiple=args.multiple,
+                                            max_m=args.max_m, min_k=args.min_k)
+        seed = args.seed
+    else:
+        cases, seed = generalisation.model_cases(), None
+    machine = machine_info(measure=False)
+    bar = _progress(len(cases))
+    rows: list = []
+
+    def save() -> None:  # after every row: a run cut short keeps what it measured
+        if bar:
+            bar.update()
+        if args.json:
+            import json
+
+            with open(args.json, "w") as f:
+                json.dump({"machine": machine, "suite": args.suite, "part": part,
+                           "summary": generalisation.summary(rows, seed), "rows": rows},
+                          f, indent=1)
+                f.write("\n")
+
+    generalisation.run(part, cases, regret=args.regret, repeat=min(args.repeat, 10),
+                       rows=rows, progress=save)
+    if bar:
+        bar.close()
+    summary = generalisation.summary(rows, seed)
+    columns = ("case", "variant", "auto_ms", "cublas_ms", "x_kernel", "x_call", "regret",
+               "status")
+    print(overhead.table([{c: r.get(c) for c in columns} for r in rows]))
+    print(" ".join(f"{k}={v:.3f}" if isinstance(v, float) else f"{k}={v}"
+                   for k, v in summary.items()))
+    # a shape the baseline refuses (an 8-bit part's) is no failure of auto's
+    return 0 if all(row.get("status") == "ok" or row.get("status", "").startswith(
+        "no baseline") for row in rows) else 1
+
+
+def _bench_suite(args: argparse.Namespace) -> int:
+    if args.suite in ("random", "models"):
+        return _bench_generalisation(args)
+    if args.family or args.sizes or args.shapes or args.variants or args.precision \
+            or args.overhead or args.csv or args.plot or args.roofline:
+        _usage_error("--suite measures its own cases; it takes --repeat and --json only")
+    # before CuPy's first float32 product, which fixes its compute type for the process
+    os.environ["CUPY_TF32"] = "1" if args.suite == "tf32" else "0"
+    if not need_gpu("bench"):
+        return 2
+    from . import overhead, suite
+
+    machine = machine_info(measure=False)
+    rows = suite.run(args.suite, repeat=args.repeat)
+    if args.json:
+        import json
+
+        with open(args.json, "w") as f:
+            json.dump({"machine": machine, "suite": rows}, f, indent=1)
+            f.write("\n")
+    print(overhead.table(rows))
+    return 0 if all(row.get("status") == "ok" for row in rows) else 1
+
+
+def run_bench(args: argparse.Namespace) -> int:
+    if args.suite:
+        return _bench_suite(args)
+    if args.dtype in ("float8", "int8"):
+        _usage_error(f"--dtype {args.dtype} is for --suite random (xgemm.tools.suite's 8-bit "
+                     "parts: --suite float8 or int8)")
+    if args.overhead:
+        return _bench_overhead(args)
+    if args.family:
+        return _bench_family(args)
+    # cuBLAS in exact float32, like the kernels, or in TF32 against the TF32 rungs
+    os.environ["CUPY_TF32"] = "1" if args.precision == "tf32" else "0"
+    from ..registry import get_variant, variants
+
+    names = args.variants or ["auto"] * bool(args.precision) + [
+        name for name in variants() if get_variant(name).precision == args.precision
+        and args.dtype in get_variant(name).dtypes]  # by default, what takes this dtype
+    for name in names:
+        if name != "auto":
+            get_variant(name)  # an unknown name fails here, with suggestions, before any work
+    shapes = [(s, s, s, 1, "NN")
+              for s in (args.sizes or ([] if args.shapes else DEFAULT_SIZES))]
+    try:
+        shapes += [case_argument(t) for t in args.shapes]
+    except argparse.ArgumentTypeError as exc:
+        _usage_error(str(exc))
+    if not need_gpu("bench"):
+        return 2
+
+    from . import bench
+
+    machine = machine_info()
+    results: list[bench.Result] = []
+    bar = _progress(len(shapes) * (len(names) + 1))
+    interrupted = False
+    try:
+        for result in bench.iterate(names, shapes, dtype=args.dtype, warmup=args.warmup,
+                                    repeat=args.repeat, precision=args.precision):
+            results.append(result)
+            if bar is not None:
+                bar.set_postfix_str(f"{result.variant} {result.shape}")
+                bar.update()
+    except KeyboardInterrupt:
+        interrupted = True
+    finally:
+        if bar is not None:
+            bar.close()
+    _report(results, machine, args)
+    if interrupted:
+        print(f"interrupted: {len(results)} of {len(shapes) * (len(names) + 1)} points measured",
+              file=sys.stderr)
+        return 130
+    return 0 if all(r.ok for r in results) else 1
+
+
+def _report(results, machine, args: argparse.Namespace) -> None:
+    from . import bench
+
+    if getattr(args, "json", None):
+        bench.write_json(args.json, results, machine)
+    if args.csv:
+        bench.write_csv(args.csv, results, machine)
+    if args.plot or args.roofline:
+        from . import plots
+
+        if args.plot:
+            plots.plot_tflops(results, machine, args.plot)
+        if args.roofline:
+            plots.plot_roofline(results, machine, args.roofline)
+    print(bench.table(results, machine))
+
+
+def run_plot(args: argparse.Namespace) -> int:
+    from . import bench
+
+    machine, results = bench.read_json(args.json)
+    _report(results, machine, args)
+    return 0
+
+
+def run_report(args: argparse.Namespace) -> int:
+    from . import report
+
+    if args.check:
+        diff = report.check(args.readme, args.results)
+        if diff:
+            print(diff, end="")
+            print("README.md differs from the results: run `xgemm report --write`",
+                  file=sys.stderr)
+        return 1 if diff else 0
+    if args.write:
+        changed = report.write(args.readme, args.results)
+        print("README.md rewritten" if changed else "README.md already agrees with the results")
+        return 0
+    regions = report.render(report.load(args.results or report.REPO / report.RESULTS),
+                            Path(args.readme).parent if args.readme else report.REPO)
+    for name in report.REGIONS:
+        print(f"<!-- xgemm report: {name} -->\n{regions[name]}\n<!-- end -->\n")
+    return 0
+
+
+def _copy_constants(path: str) -> tuple[float, float, float]:
+    """A padded copy's launch, bandwidth and time a line from a bench/pad_copy.py file."""
+    import json
+
+    with open(path) as f:
+        found = json.load(f)["constants"]
+    return found["copy_launch"], found["copy_bandwidth"], found["copy_line"]
+
+
+def run_calibrate(args: argparse.Namespace) -> int:
+    import json
+
+    from .. import calibrate
+    from .bench import load_json
+
+    rows, machine = [], {}
+    for path in args.json:
+        data = load_json(path)
+        rows += data.get("rows", [])
+        machine = data.get("machine", machine)
+    bandwidth = args.bandwidth or (machine.get("copy_bandwidth_gbs") or 3000.0) * 1e9
+    if args.copies_sampled and not args.copies:
+        _usage_error("--copies-sampled says what the samples' copies cost; --copies must say "
+                     "what a copy costs now", "calibrate")
+    copies, sampled = (_copy_constants(path) if path else None
+                       for path in (args.copies, args.copies_sampled))
+    cal, errors = calibrate.fit(rows, machine.get("gpu", "unknown"),
+                           machine.get("sm_count") or 132, bandwidth, copies=copies,
+                           sampled_copies=sampled)
+    if args.host:
+        with open(args.host) as f:
+            host = json.load(f)
+        cal.call_host, cal.copy_host = host["call_host_us"] * 1e-6, host["copy_host_us"] * 1e-6
+    data = cal.to_json()
+    data["fitted_on"] = [os.path.basename(p) for p in
+                         (*args.json, args.copies, args.copies_sampled, args.host) if p]
+    data["rms_log_error"] = errors
+    with open(args.out, "w") as f:
+        json.dump(data, f, indent=1)
+        f.write("\n")
+    fitted = sum(len(points) for points in cal.points.values())
+    print(f"{fitted} candidates fitted from {len(rows)} rows -> {args.out}")
+    return 0

@@ -1,0 +1,122 @@
+"""A results directory (``bench/results/<gpu>/``) as read: its bench runs, call cost,
+suites, figures and training runs, each file recognised by what it holds, not its name.
+``xgemm report`` renders README.md's regions from it. Nothing here needs CuPy or a GPU.
+
+Example:
+    >>> from xgemm.tools.results import load
+    >>> load("/nonexistent").runs
+    []
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .. import declarations as _ladder  # noqa: F401  (registers the ladder)
+from ..registry import get_variant
+
+#: Column order of the ladder table; a column appears when its results exist.
+COLUMNS = ("float32", "tf32", "float16", "bfloat16", "float64")
+
+
+@dataclass
+class Run:
+    """One ``xgemm bench --json`` file: the machine it ran on and its records."""
+
+    path: Path
+    column: str
+    machine: dict[str, Any]
+    records: list[dict[str, Any]]
+
+
+@dataclass
+class Results:
+    """What a results directory holds: bench runs, the call cost, the figures."""
+
+    directory: Path
+    runs: list[Run] = field(default_factory=list)
+    call_cost: dict[str, Any] | None = None
+    call_cost_path: Path | None = None
+    suite: list[dict[str, Any]] = field(default_factory=list)
+    suite_commits: set[str] = field(default_factory=set)
+    #: the generalisation suites' files (``--suite random`` / ``models``), as written
+    generalisation: list[dict[str, Any]] = field(default_factory=list)
+    figures: list[Path] = field(default_factory=list)
+    #: examples/train_gpt.py's runs (``training/*.json``) and figures (``training/*.png``)
+    training: list[dict[str, Any]] = field(default_factory=list)
+    training_figures: list[Path] = field(default_factory=list)
+
+    def columns(self) -> list[str]:
+        """The columns that have runs, in table order.
+
+        >>> Results(Path(".")).columns()
+        []
+        """
+        have = {run.column for run in self.runs}
+        return [c for c in COLUMNS if c in have] + sorted(have - set(COLUMNS))
+
+
+def _is_tf32(name: str) -> bool:
+    try:
+        return get_variant(name).precision == "tf32"
+    except ValueError:  # a variant since renamed or removed
+        return False
+
+
+def column_of(data: Mapping[str, Any]) -> str:
+    """The ladder column a bench run fills: "tf32" for a TF32 run (a TF32 rung among its
+    records, auto having picked one, or ``machine["precision"]``), else its dtype.
+
+    >>> column_of({"machine": {}, "results": [{"variant": "naive", "dtype": "float64"}]})
+    'float64'
+    >>> column_of({"machine": {}, "results": [{"variant": "mma_tf32", "dtype": "float32"}]})
+    'tf32'
+    """
+    records = data.get("results", [])
+    if data.get("machine", {}).get("precision") == "tf32" or any(
+            _is_tf32(r.get("variant", "")) or _is_tf32(str(r.get("params", {}).get("variant")))
+            for r in records):
+        return "tf32"
+    dtypes = sorted({r.get("dtype", "float32") for r in records})
+    return "+".join(dtypes) if dtypes else "float32"
+
+
+def load(directory: str | os.PathLike[str]) -> Results:
+    """Read every ``*.json`` and ``*.png`` directly in ``directory`` (not its sweeps/ or
+    evidence/): bench runs, the call cost, figures; files in name order.
+
+    >>> load("/nonexistent").runs
+    []
+    """
+    directory = Path(directory)
+    results = Results(directory)
+    for path in sorted(directory.glob("*.json")):
+        with open(path) as f:
+            data = json.load(f)
+        if not isinstance(data, dict):
+            continue
+        if "host_us" in data or "queued_ms" in data:
+            results.call_cost, results.call_cost_path = data, path
+        elif isinstance(data.get("summary"), dict) and isinstance(data.get("rows"), list):
+            results.generalisation.append(data)
+        elif isinstance(data.get("suite"), list):
+            results.suite += data["suite"]
+            results.suite_commits.add(str(data.get("machine", {}).get("commit") or "unknown"))
+        elif isinstance(data.get("results"), list):
+            results.runs.append(Run(path, column_of(data), data.get("machine", {}),
+                                    data["results"]))
+    results.figures = sorted(directory.glob("*.png"), key=_figure_order)
+    results.training = [json.loads(path.read_text())
+                        for path in sorted((directory / "training").glob("*.json"))]
+    results.training_figures = sorted((directory / "training").glob("*.png"))
+    return results
+
+
+def _figure_order(path: Path) -> tuple[int, str]:
+    column = path.stem.split("_")[0]
+    return (COLUMNS.index(column) if column in COLUMNS else len(COLUMNS), path.stem)
