@@ -185,7 +185,7 @@ def home_dtype(name: str) -> str:
     return "float32" if "float32" in dtypes else dtypes[0]
 
 
-def wide_variants() -> list[str]:
+def float_variants() -> list[str]:
     """The GEMM variants that multiply float32, float64, float16 or bfloat16: every rung but
     the 8-bit one, whose inputs name their format and whose results have another dtype
     (tests/test_eight_bit.py walks it)."""

@@ -14,10 +14,10 @@ from conftest import (
     TOLERANCE,
     cupy_dtype,
     f64,
+    float_variants,
     frobenius_error,
     home_dtype,
     tolerance,
-    wide_variants,
 )
 
 import xgemm
@@ -63,7 +63,7 @@ def test_one_device_names_each_gpu():
 
 @multigpu
 @pytest.mark.parametrize("where, current", PLACES, ids=PLACE_IDS)
-@pytest.mark.parametrize("name", [*wide_variants(), "auto"])
+@pytest.mark.parametrize("name", [*float_variants(), "auto"])
 def test_every_variant_runs_where_its_operands_are(where, current, name):
     """Odd shapes (a TMA rung pads A's rows there, on the operands' GPU), every layout the
     variant reads; the result lies beside the operands, the current device is unchanged."""

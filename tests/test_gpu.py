@@ -12,13 +12,13 @@ from conftest import (
     auto_copies,
     cupy_dtype,
     f64,
+    float_variants,
     frobenius_error,
     home_dtype,
     poisoned,
     relative_error,
     tma_copies,
     variant_dtypes,
-    wide_variants,
 )
 from conftest import TOLERANCE as BY_DTYPE
 from conftest import tolerance as tolerance_of
@@ -46,8 +46,8 @@ def _shape_id(shape) -> str:
     return "x".join(map(str, shape))
 
 
-CORNERS = [(n, p) for n in wide_variants() for p in xgemm.get_variant(n).corners(home_dtype(n))]
-POINTS = [(n, p) for n in wide_variants() for p in xgemm.get_variant(n).points(home_dtype(n))]
+CORNERS = [(n, p) for n in float_variants() for p in xgemm.get_variant(n).corners(home_dtype(n))]
+POINTS = [(n, p) for n in float_variants() for p in xgemm.get_variant(n).points(home_dtype(n))]
 
 
 def operands(rng, name, m, n, k, layout="NN", dtype=None):
@@ -97,7 +97,7 @@ def test_dtypes_and_layouts(rng, name, layout, dtype):
         check(rng, name, a, b)
 
 
-PERSISTENT = [(n, store) for n in wide_variants() if "CONSUMERS" in xgemm.get_variant(n).space
+PERSISTENT = [(n, store) for n in float_variants() if "CONSUMERS" in xgemm.get_variant(n).space
               for store in ([{"TMA_STORE": 0}, {"TMA_STORE": 1}]
                             if "TMA_STORE" in xgemm.get_variant(n).space else [{}])]
 
@@ -149,7 +149,7 @@ def test_pingpong_turns_over_short_k(rng, params, k):
         check(rng, "wgmma_pingpong", a, b, **params)
 
 
-STAGING = [n for n in wide_variants() if "TMA_STORE" in xgemm.get_variant(n).space]
+STAGING = [n for n in float_variants() if "TMA_STORE" in xgemm.get_variant(n).space]
 # each staging rung at the tiles of these it takes: one consumer warpgroup or two
 STAGED_TILES = [(n, p) for n in STAGING
                 for p in ({"BN": 128}, {"BM": 64, "BN": 128, "CONSUMERS": 1}, {"BN": 256},
@@ -262,7 +262,7 @@ def test_ragged_rows_take_a_stage_fewer_where_their_wider_staging_does_not_fit(r
         assert relative_error(c, a, b) < tolerance_of("wgmma", "bfloat16"), f"seed {rng.seed}"
 
 
-@pytest.mark.parametrize("name", [*wide_variants(), "auto"])
+@pytest.mark.parametrize("name", [*float_variants(), "auto"])
 def test_k_zero_gives_zeros(name):
     import cupy
 
@@ -275,7 +275,7 @@ def test_k_zero_gives_zeros(name):
     assert bool((c == 0).all())
 
 
-@pytest.mark.parametrize("name", [*wide_variants(), "auto"])
+@pytest.mark.parametrize("name", [*float_variants(), "auto"])
 @pytest.mark.parametrize("m, n", [(0, 7), (5, 0), (0, 0)])
 def test_empty_output(rng, name, m, n):
     import cupy
@@ -286,7 +286,7 @@ def test_empty_output(rng, name, m, n):
     assert c.shape == (m, n) and c.dtype == dtype
 
 
-@pytest.mark.parametrize("name", wide_variants())
+@pytest.mark.parametrize("name", float_variants())
 def test_without_out(rng, name):
     a, b = operands(rng, name, 129, 67, 93)
     c = xgemm.matmul(a, b, variant=name)
@@ -317,7 +317,7 @@ def _layouts(rng, m, n, k, b_col_only, dtype="float32", a_row_only=False):
         yield "row-major B", mat(m, k), mat(k, n), ()
 
 
-@pytest.mark.parametrize("name", wide_variants())
+@pytest.mark.parametrize("name", float_variants())
 def test_any_layout_gives_the_right_answer(rng, name):
     v = xgemm.get_variant(name)
     dtype = home_dtype(name)
@@ -332,7 +332,7 @@ def test_any_layout_gives_the_right_answer(rng, name):
         assert err < tolerance_of(name, dtype), f"{name}, {label}: error {err} (seed {rng.seed})"
 
 
-SKINNY = [n for n in wide_variants() if "FEW_COLUMNS" in xgemm.get_variant(n).space]
+SKINNY = [n for n in float_variants() if "FEW_COLUMNS" in xgemm.get_variant(n).space]
 
 
 @pytest.mark.parametrize("name", SKINNY)
@@ -372,7 +372,7 @@ def test_layouts_read_in_place_are_not_copied(rng, monkeypatch):
         arrays[dtype] = ((a, a.T.copy().T), (w.T, b))
     monkeypatch.setattr(cupy, "ascontiguousarray", no_copy)
     monkeypatch.setattr(cupy, "asfortranarray", no_copy)
-    for name in wide_variants():
+    for name in float_variants():
         v = xgemm.get_variant(name)
         dtype = home_dtype(name)
         xs, ys = arrays[dtype]

@@ -11,13 +11,13 @@ from conftest import (
     TOLERANCE,
     cupy_dtype,
     f64,
+    float_variants,
     frobenius_error,
     home_dtype,
     poisoned,
     tma_copies,
     tolerance,
     variant_dtypes,
-    wide_variants,
 )
 
 import xgemm
@@ -65,7 +65,7 @@ def test_matches_numpy_matmul(rng, a_shape, b_shape, dtype):
     assert err < TOLERANCE[dtype], f"error {err} (seed {rng.seed})"
 
 
-@pytest.mark.parametrize("name", wide_variants())
+@pytest.mark.parametrize("name", float_variants())
 def test_batches_run_in_one_launch(rng, name):
     import cupy
 
@@ -168,7 +168,7 @@ def test_gemm_alpha_beta(rng, name, dtype):
     assert frobenius_error(c, expected) < tolerance(name, dtype), f"seed {rng.seed}"
 
 
-@pytest.mark.parametrize("name", wide_variants())
+@pytest.mark.parametrize("name", float_variants())
 def test_gemm_beta_zero_never_reads_c(rng, name):
     import cupy
 
@@ -272,7 +272,7 @@ def test_pytorch_tensors_of_every_dtype(dtype):
     assert np.linalg.norm(got - expected) / np.linalg.norm(expected) < TOLERANCE[dtype]
 
 
-SPLIT_K = [n for n in wide_variants() if xgemm.get_variant(n).splits != "1"]
+SPLIT_K = [n for n in float_variants() if xgemm.get_variant(n).splits != "1"]
 
 
 @pytest.mark.parametrize("shape", [(128, 128, 65536), (70, 50, 5000), (3, 200, 999),

@@ -26,7 +26,7 @@ from .frameworks import to_cupy
 from .gpu import multiprocessors
 from .operands import transpose_launch
 from .registry import Variant, get_variant
-from .specs import WIDE_DTYPES, Spec
+from .specs import FLOAT_DTYPES, Spec
 
 if TYPE_CHECKING:
     import cupy
@@ -94,8 +94,8 @@ def _planner(family: str, rules: Callable[..., None]):
 
     def check(shape: tuple[int, ...], dtype: Any, args: tuple, kwargs: dict) -> None:
         name = dtype_name(dtype)
-        if name not in WIDE_DTYPES:
-            raise TypeError(f"x has dtype {name}; xgemm.{family} takes {', '.join(WIDE_DTYPES)}")
+        if name not in FLOAT_DTYPES:
+            raise TypeError(f"x has dtype {name}; xgemm.{family} takes {', '.join(FLOAT_DTYPES)}")
         rules(tuple(shape), name, *args, **kwargs)
 
     def wrap(plan: Callable[..., Run]) -> Callable[..., Run]:

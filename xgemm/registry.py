@@ -30,10 +30,10 @@ from .specs import (
     DTYPES,
     EIGHT_BIT,
     EIGHT_BIT_OUTPUTS,
-    NARROW,
+    FLOAT_DTYPES,
     SCALINGS,
-    WIDE_DTYPES,
-    WIDE_OUTPUT,
+    SIXTEEN_BIT,
+    UNROUNDED_OUTPUT,
     Spec,
     check_spec,
 )
@@ -76,7 +76,7 @@ class Variant:
     #: and/or "col" (at c * ld + r, e.g. a transposed view).
     a_layouts: tuple[str, ...] = ("row", "col")
     b_layouts: tuple[str, ...] = ("row", "col")
-    dtypes: tuple[str, ...] = WIDE_DTYPES
+    dtypes: tuple[str, ...] = FLOAT_DTYPES
     #: Blocks per tile of C, an expression (split-K). Above 1 its kernel takes the extra
     #: arguments "partials" (SPLITS partial products) and "arrivals" (``counters`` per
     #: tile of C, ``tile_shape``'s).
@@ -292,8 +292,8 @@ class Variant:
         yield Spec(**base, read_c=True)
         for activation in ACTIVATIONS[1:]:
             yield Spec(**base, activation=activation)
-        if dtype in NARROW:  # float32 C, bias and beta * C
-            yield Spec(**{**base, "bias": True, "read_c": True, "out_dtype": WIDE_OUTPUT})
+        if dtype in SIXTEEN_BIT:  # float32 C, bias and beta * C
+            yield Spec(**{**base, "bias": True, "read_c": True, "out_dtype": UNROUNDED_OUTPUT})
         if dtype in EIGHT_BIT:  # every other output dtype, the scalings, mixed FP8
             for out in EIGHT_BIT_OUTPUTS[dtype][1:]:
                 if out != base["out_dtype"]:

@@ -39,8 +39,9 @@ EIGHT_BIT = {
     "int8": DType("signed char", "float", 1),
 }
 DTYPES.update(EIGHT_BIT)
-#: The dtypes every rung before the 8-bit one multiplies (``Variant.dtypes``' default).
-WIDE_DTYPES = ("float32", "float64", "float16", "bfloat16")
+#: The floating dtypes of 16, 32 and 64 bits, which every rung before the 8-bit one
+#: multiplies (``Variant.dtypes``' default).
+FLOAT_DTYPES = ("float32", "float64", "float16", "bfloat16")
 #: What an 8-bit product may be stored as, the default first: bfloat16 for FP8 (there is
 #: no FP8 output), int32 (exact, no epilogue) for int8.
 EIGHT_BIT_OUTPUTS = {"float8_e4m3fn": ("bfloat16", "float16", "float32"),
@@ -68,9 +69,9 @@ def numpy_dtype(name: str) -> np.dtype:
 
 #: The one other output dtype a product may be stored in: 16-bit inputs' float32 sums,
 #: unrounded (``out_dtype="float32"``, or an ``out``/``c`` of float32).
-WIDE_OUTPUT = "float32"
-#: Input dtypes that may be stored as WIDE_OUTPUT.
-NARROW = ("float16", "bfloat16")
+UNROUNDED_OUTPUT = "float32"
+#: Input dtypes that may be stored as UNROUNDED_OUTPUT.
+SIXTEEN_BIT = ("float16", "bfloat16")
 
 #: The activations an epilogue can apply, as the templates name them.
 ACTIVATIONS = ("none", "relu", "gelu", "silu")
@@ -93,7 +94,7 @@ class Spec:
     activation: str = "none"
     read_c: bool = False  # the epilogue adds beta * C (False when beta == 0: C is not read)
     flags: tuple[tuple[str, bool], ...] = ()
-    out_dtype: str | None = None  # C's (and bias's) dtype: None, the inputs'; or WIDE_OUTPUT
+    out_dtype: str | None = None  # C's (and bias's) dtype: None, the inputs'; or UNROUNDED_OUTPUT
     #                               (8-bit inputs: one of EIGHT_BIT_OUTPUTS)
     b_dtype: str | None = None    # B's dtype where it differs from A's (FP8: e4m3 x e5m2)
     scale_a: str = "none"         # 8-bit only: SCALINGS of A's rows and B's columns
@@ -142,7 +143,7 @@ def check_spec(spec: Spec) -> None:
             f"unknown activation {spec.activation!r}: choose one of {', '.join(ACTIVATIONS)}"
         )
     allowed = EIGHT_BIT_OUTPUTS.get(spec.dtype) or (
-        (spec.dtype, WIDE_OUTPUT) if spec.dtype in NARROW else (spec.dtype,))
+        (spec.dtype, UNROUNDED_OUTPUT) if spec.dtype in SIXTEEN_BIT else (spec.dtype,))
     if spec.c_dtype not in allowed:
         raise ValueError(f"a {spec.dtype} product is stored as {' or '.join(allowed)}, "
                          f"not {spec.c_dtype}")

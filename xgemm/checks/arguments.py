@@ -18,9 +18,9 @@ from ..specs import (
     ACTIVATIONS,
     EIGHT_BIT,
     EIGHT_BIT_OUTPUTS,
-    NARROW,
-    WIDE_DTYPES,
-    WIDE_OUTPUT,
+    FLOAT_DTYPES,
+    SIXTEEN_BIT,
+    UNROUNDED_OUTPUT,
     default_output,
 )
 
@@ -119,13 +119,13 @@ def check_dtypes(a: np.dtype, b: np.dtype) -> str:
     'float16'
     """
     found = _names.get(a) or _names.setdefault(a, a.name)
-    if a == b and found in WIDE_DTYPES:
+    if a == b and found in FLOAT_DTYPES:
         return found
     for name, dt in (("a", a), ("b", b)):
-        if dt.name not in WIDE_DTYPES:
+        if dt.name not in FLOAT_DTYPES:
             kind = {"i": "integer", "u": "integer", "b": "boolean", "c": "complex"}.get(dt.kind)
             raise TypeError(
-                f"{name} has dtype {dt.name}; xgemm multiplies {', '.join(WIDE_DTYPES)}, "
+                f"{name} has dtype {dt.name}; xgemm multiplies {', '.join(FLOAT_DTYPES)}, "
                 "and 8-bit operands (int8, or FP8: PyTorch's float8 tensors, or uint8 arrays "
                 "with formats= naming the format)"
                 + (f"; for other {kind} products use cupy.matmul" if kind else "")
@@ -387,7 +387,7 @@ def output_dtype(dtype: str, out_dtype: str | None, target: Any, name: str) -> s
     >>> output_dtype("float16", "float32", None, "out")
     'float32'
     """
-    wide = dtype in NARROW
+    sixteen_bit = dtype in SIXTEEN_BIT
     have = dtype_name(getattr(target, "dtype", None))
     if dtype in EIGHT_BIT:
         allowed = EIGHT_BIT_OUTPUTS[dtype]
@@ -399,14 +399,14 @@ def output_dtype(dtype: str, out_dtype: str | None, target: Any, name: str) -> s
             raise TypeError(f"{name} has dtype {have} but out_dtype is {out_dtype!r}")
         return wanted
     if out_dtype is not None:
-        if out_dtype not in (dtype, WIDE_OUTPUT if wide else dtype):
+        if out_dtype not in (dtype, UNROUNDED_OUTPUT if sixteen_bit else dtype):
             raise ValueError(
                 f"out_dtype={out_dtype!r}: a {dtype} product is stored as {dtype}"
-                + (f" or {WIDE_OUTPUT} (its float32 sums, unrounded)" if wide else ""))
+                + (f" or {UNROUNDED_OUTPUT} (its float32 sums, unrounded)" if sixteen_bit else ""))
         if have is not None and have != out_dtype:
             raise TypeError(f"{name} has dtype {have} but out_dtype is {out_dtype!r}")
         return out_dtype
-    return WIDE_OUTPUT if wide and have == WIDE_OUTPUT else dtype
+    return UNROUNDED_OUTPUT if sixteen_bit and have == UNROUNDED_OUTPUT else dtype
 
 
 def dtype_name(dtype: Any) -> str | None:

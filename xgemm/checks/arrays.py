@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ..frameworks import framework, to_cupy
-from ..specs import NARROW, WIDE_OUTPUT
+from ..specs import SIXTEEN_BIT, UNROUNDED_OUTPUT
 from .arguments import Meta, dtype_name, meta
 
 if TYPE_CHECKING:
@@ -46,7 +46,7 @@ def check_target(name: str, target: Any, shape: tuple[int, ...], dtype: str) -> 
         raise ValueError(f"{name} has shape {view.shape}; a @ b has shape {shape}")
     if view.dtype.name != dtype:
         raise TypeError(f"{name} has dtype {view.dtype.name}; a @ b has dtype {dtype}"
-                        + (f" (or {WIDE_OUTPUT}: out_dtype)" if dtype in NARROW else ""))
+                        + (f" (or {UNROUNDED_OUTPUT}: out_dtype)" if dtype in SIXTEEN_BIT else ""))
     return view
 
 

@@ -6,7 +6,7 @@ memory, short K (two consumers taking turns).
 from __future__ import annotations
 
 from ..registry import Variant, register
-from ..specs import EIGHT_BIT, WIDE_DTYPES
+from ..specs import EIGHT_BIT, FLOAT_DTYPES
 from .tensor_cores import HOPPER, MMA, RING_BYTES, WGMMA
 
 # Rung 18: rung 14 on 8-bit operands. Both operands K-major, C staged for TMA as
@@ -100,7 +100,7 @@ register(Variant(
     splits="SPLITS",
     extra_args=("partials", "arrivals", "scale_a", "scale_b"),
     flags=("aligned16",),
-    dtypes=(*WIDE_DTYPES, *EIGHT_BIT),
+    dtypes=(*FLOAT_DTYPES, *EIGHT_BIT),
     # B along K takes 2 splits, along N wider tiles (bench/skinny.py's best points); 16
     # splits for a long K over few lines of the big operand, where 2-4 leave most SMs idle;
     # 2 rows a block for one- and two-row products (8 wasted their time on empty rows:
