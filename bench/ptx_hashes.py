@@ -11,6 +11,11 @@ run), and the PTX's SHA-256. A specialisation the registry refuses (a constraint
     python bench/ptx_hashes.py --json before.json            # then edit the templates
     python bench/ptx_hashes.py --json after.json --compare before.json
     python bench/ptx_hashes.py --variants wgmma,wgmma_8bit --json wgmma.json
+
+With ``--sass`` the hash is of the machine code instead: the PTX assembled by ptxas (the
+CUDA toolkit's, found on PATH) into a cubin for sm_90a or sm_90. PTX can differ where the
+machine code does not (two operands of an ``or`` in the other order, say); identical
+cubins show that an edit changed no instruction the GPU runs.
 """
 
 from __future__ import annotations
@@ -19,8 +24,10 @@ import argparse
 import hashlib
 import itertools
 import json
+import shutil
 import subprocess
 import sys
+import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -57,8 +64,9 @@ def specialisations(names: list[str]) -> list[dict]:
     return list(found.values())
 
 
-def ptx_hash(item: dict) -> str:
-    """The SHA-256 of one specialisation's PTX (compiled in this process), or why not."""
+def ptx_hash(item: dict, sass: bool = False) -> str:
+    """The SHA-256 of one specialisation's PTX (compiled in this process), or with
+    ``sass`` of the cubin ptxas assembles from it; or why not."""
     from cuda.bindings import nvrtc
 
     from xgemm.compile import nvrtc_options
@@ -83,12 +91,27 @@ def ptx_hash(item: dict) -> str:
         nvrtc.nvrtcGetPTX(prog, ptx)
     finally:
         nvrtc.nvrtcDestroyProgram(prog)
+    if sass:
+        return hashlib.sha256(assembled(ptx.rstrip(b"\0 "), v.target)).hexdigest()
     return hashlib.sha256(ptx).hexdigest()
 
 
-def in_a_process(item: dict) -> tuple[str, str]:
-    out = subprocess.run([sys.executable, __file__, "--one", json.dumps(item)],
-                         capture_output=True, text=True)
+def assembled(ptx: bytes, target: str) -> bytes:
+    """The cubin ptxas makes of ``ptx`` for ``target`` (sm_90a, else sm_90)."""
+    ptxas = shutil.which("ptxas")
+    if ptxas is None:
+        raise SystemExit("--sass needs ptxas (the CUDA toolkit) on PATH")
+    with tempfile.TemporaryDirectory() as where:
+        source, cubin = Path(where) / "k.ptx", Path(where) / "k.cubin"
+        source.write_bytes(ptx)
+        subprocess.run([ptxas, f"--gpu-name={'sm_90a' if target == 'sm_90a' else 'sm_90'}",
+                        str(source), "-o", str(cubin)], check=True, capture_output=True)
+        return cubin.read_bytes()
+
+
+def in_a_process(item: dict, sass: bool = False) -> tuple[str, str]:
+    out = subprocess.run([sys.executable, __file__, "--one", json.dumps(item),
+                          *(["--sass"] if sass else [])], capture_output=True, text=True)
     result = out.stdout.strip() or f"failed: {out.stderr.strip().splitlines()[-1:]}"
     return json.dumps(item, sort_keys=True), result
 
@@ -99,15 +122,18 @@ def main() -> None:
     parser.add_argument("--json", help="write {specialisation: hash} here")
     parser.add_argument("--compare", help="a file an earlier run wrote: list what differs")
     parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--sass", action="store_true",
+                        help="hash the cubin ptxas assembles, not the PTX")
     parser.add_argument("--one", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.one:
-        print(ptx_hash(json.loads(args.one)))
+        print(ptx_hash(json.loads(args.one), args.sass))
         return
     names = args.variants.split(",") if args.variants else variants()
     items = specialisations(names)
     with ThreadPoolExecutor(args.jobs) as pool:
-        hashes = dict(tqdm(pool.map(in_a_process, items), total=len(items), desc="PTX"))
+        hashes = dict(tqdm(pool.map(lambda item: in_a_process(item, args.sass), items),
+                           total=len(items), desc="SASS" if args.sass else "PTX"))
     compiled = sum(not h.startswith(("refused", "failed")) for h in hashes.values())
     print(f"{len(hashes)} specialisations, {compiled} compiled")
     if args.json:
