@@ -102,7 +102,8 @@ def _gradients(product: Callable, saved: tuple, activation: str, variant: str,
     a2, b2, g2 = _as_matrices(a, b, grad)
     if needs[0]:
         grad_a = product(g2, b2.mT, None, "none", variant, precision, tiles)
-        grad_a = grad_a.sum_to_size(a2.shape).view(a.shape)
+        if grad_a.shape != a.shape:  # a broadcast batch summed back, a 1-D a's row dropped
+            grad_a = grad_a.sum_to_size(a2.shape).view(a.shape)
     if needs[1]:
         if b2.dim() == 2:  # one b for the batch (a weight): one product over all its rows
             k, n = b2.shape
@@ -117,7 +118,8 @@ def _gradients(product: Callable, saved: tuple, activation: str, variant: str,
         else:
             grad_b = product(a2.mT, g2, None, "none", variant, precision, tiles)
             grad_b = grad_b.sum_to_size(b2.shape)
-        grad_b = grad_b.view(b.shape)
+        if grad_b.shape != b.shape:
+            grad_b = grad_b.view(b.shape)
     return grad_a, grad_b, grad_bias
 
 
