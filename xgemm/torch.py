@@ -35,10 +35,14 @@ __all__ = ["Linear", "linear", "matmul", "swap_linears"]
 
 def _tiles_text(params: dict[str, int]) -> str:
     """Tile parameters as the operator takes them (its schema has no mapping): "BM=64,BN=128"."""
+    if not params:  # most calls: every call of a layer pays for this
+        return ""
     return ",".join(f"{name}={value}" for name, value in sorted(params.items()))
 
 
 def _tiles(text: str) -> dict[str, int]:
+    if not text:
+        return {}
     pairs = (item.split("=") for item in text.split(",") if item)
     return {name: int(value) for name, value in pairs}
 
