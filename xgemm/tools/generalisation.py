@@ -323,18 +323,12 @@ def measure_eight_bit(part: str, case: Product, *, repeat: int = 10, rounds: int
     measurement of ``case`` (NT), with row and column scales for FP8, the L2 scrubbed
     before each timed launch where the operands and C fit four times in it, and the
     random suite's fields."""
-    import torch
-
-    from .. import timing
     from . import suite
 
-    out_bytes = 4 if part == "int8" else 2  # int32 sums, or bfloat16
-    flush = timing.scrub_pays(case.m * case.k + case.k * case.n + out_bytes * case.m * case.n,
-                              torch.cuda.current_device())
     row = suite.measure_eight_bit(
         part, suite.Case(case.m, case.n, case.k, layout="NT",
                          scales="tensor" if part == "int8" else "vector"),
-        repeat=repeat, rounds=rounds, flush_l2=flush)
+        repeat=repeat, rounds=rounds)
     return {**row, "part": part, "case": case.label, "name": case.name, "m": case.m,
             "n": case.n, "k": case.k, "layout": case.layout, "lead": list(case.lead),
             "flops": case.flops}

@@ -145,11 +145,13 @@ def measure(part: str, case: Case, repeat: int = 30, rounds: int = 5) -> dict[st
 
 
 def measure_eight_bit(part: str, case: Case, repeat: int = 30, rounds: int = 5,
-                      flush_l2: bool = False) -> dict[str, Any]:
+                      flush_l2: bool | None = None) -> dict[str, Any]:
     """One row of an 8-bit part: ``auto`` (``wgmma_8bit``) against cuBLASLt through
     PyTorch, kernel and call, and against xgemm's bfloat16 ``wgmma`` on the same values
-    (kernel times with the L2 scrubbed before each launch where ``flush_l2``). A shape
-    cuBLASLt refuses gets the status "no baseline: ..." and no times."""
+    (kernel times with the L2 scrubbed before each launch where ``flush_l2``; by default
+    where the operands and C fit four times in it, ``timing.scrub_pays``, as the other
+    parts decide). A shape cuBLASLt refuses gets the status "no baseline: ..." and no
+    times."""
     import torch
 
     import xgemm
@@ -159,6 +161,10 @@ def measure_eight_bit(part: str, case: Case, repeat: int = 30, rounds: int = 5,
 
     generator = torch.Generator("cuda").manual_seed(case.m * 7 + case.n * 3 + case.k)
     m, n, k = case.m, case.n, case.k
+    if flush_l2 is None:
+        out_bytes = 4 if part == "int8" else 2  # int32 sums, or bfloat16
+        flush_l2 = timing.scrub_pays(m * k + k * n + out_bytes * m * n,
+                                     torch.cuda.current_device())
 
     def draw(rows: int, cols: int, fmt: str) -> Any:
         if fmt == "int8":
