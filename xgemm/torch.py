@@ -47,13 +47,17 @@ def _tiles(text: str) -> dict[str, int]:
     return {name: int(value) for name, value in pairs}
 
 
-@torch.library.custom_op("xgemm::matmul", mutates_args=(), device_types="cuda")
-def _matmul(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None, activation: str,
+def _launch(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None, activation: str,
             variant: str, precision: str | None, tiles: str) -> torch.Tensor:
-    """``activation(a @ b + bias)`` by xgemm's kernels (``xgemm.api.product``)."""
+    """``activation(a @ b + bias)`` by xgemm's kernels (``xgemm.api.product``), from the
+    operator's arguments: the operator's CUDA kernel, and the eager path's product."""
     return api.product(a, b, variant=variant, bias=bias,
                        activation=None if activation == "none" else activation,
                        precision=precision, **_tiles(tiles))
+
+
+_matmul = torch.library.custom_op("xgemm::matmul", mutates_args=(),
+                                  device_types="cuda")(_launch)
 
 
 @_matmul.register_fake
@@ -141,9 +145,7 @@ def _direct(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None, activat
     """The operator's product without its dispatch: xgemm's kernels on CUDA tensors, the
     operator itself on others (meta, fake, or CPU where a test registers a CPU kernel)."""
     if type(a) is torch.Tensor and a.is_cuda:
-        return api.product(a, b, variant=variant, bias=bias,
-                           activation=None if activation == "none" else activation,
-                           precision=precision, **_tiles(tiles))
+        return _launch(a, b, bias, activation, variant, precision, tiles)
     return torch.ops.xgemm.matmul(a, b, bias, activation, variant, precision, tiles)
 
 
