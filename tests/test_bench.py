@@ -121,6 +121,11 @@ def test_cli_rejects_bad_arguments(capsys):
     with pytest.raises(SystemExit):
         cli.main(["bench", "--suite", "float16", "--sizes", "128"])
     assert "--suite measures its own cases" in capsys.readouterr().err
+    for args, said in ((["--dtype", "float64"], "runs in bfloat16 or float16, not float64"),
+                       (["--sizes", "128"], "--suite torch measures its own model")):
+        with pytest.raises(SystemExit):
+            cli.main(["bench", "--suite", "torch", *args])
+        assert said in capsys.readouterr().err
     for args in (["--suite", "models", "--dtype", "float8"],
                  ["--suite", "random", "--dtype", "int8", "--max-k", "16"]):
         with pytest.raises(SystemExit):

@@ -100,6 +100,20 @@ def test_backward_formulas(cpu_reference, a_shape, b_shape, activation, through)
     assert torch.autograd.gradcheck(f, (a, b, bias))
 
 
+def test_torch_suite_decoder_prefills_and_decodes():
+    """--suite torch's decoder (on the CPU, PyTorch's linears): a prompt's logits, and a
+    decode step's, one token each attending to a cache of the prompt's length plus it."""
+    from xgemm.tools import torch_suite
+
+    model = torch_suite.Model(width=32, depth=2, heads=4, hidden=48, vocab=50)
+    net = torch_suite.decoder(model)
+    assert net(torch.zeros(3, 9, dtype=torch.long)).shape == (3, 9, 50)
+    caches = [tuple(torch.randn(3, 4, 10, 8) for _ in range(2)) for _ in range(2)]
+    before = caches[0][0][:, :, :-1].clone()
+    assert net(torch.zeros(3, 1, dtype=torch.long), caches).shape == (3, 1, 50)
+    assert torch.equal(caches[0][0][:, :, :-1], before)  # only the last slot written
+
+
 def test_torch_func_grad(cpu_reference):
     """torch.func.grad through xt.matmul (which needs a Function with a setup_context)
     gives torch.matmul's gradients."""

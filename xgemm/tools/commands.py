@@ -265,9 +265,39 @@ def _bench_generalisation(args: argparse.Namespace) -> int:
         "no baseline") for row in rows) else 1
 
 
+def _bench_torch_suite(args: argparse.Namespace) -> int:
+    if args.family or args.sizes or args.shapes or args.variants or args.precision \
+            or args.overhead or args.csv or args.plot or args.roofline:
+        _usage_error("--suite torch measures its own model; it takes --dtype and --json only")
+    # --dtype's default, float32, is no choice here: both 16-bit types then
+    dtypes = [args.dtype] if args.dtype in ("bfloat16", "float16") else \
+        ["bfloat16", "float16"] if args.dtype == "float32" else None
+    if dtypes is None:
+        _usage_error(f"--suite torch runs in bfloat16 or float16, not {args.dtype}")
+    if not need_gpu("bench"):
+        return 2
+    from . import torch_suite
+
+    machine = machine_info(measure=False)
+    bar = _progress(len(dtypes) * len(torch_suite.CASES))
+    rows = torch_suite.run(dtypes, progress=(lambda row: bar.update(1)) if bar else None)
+    if bar:
+        bar.close()
+    if args.json:
+        import json
+
+        with open(args.json, "w") as f:
+            json.dump({"machine": machine, "torch_suite": rows}, f, indent=1)
+            f.write("\n")
+    print(torch_suite.table(rows))
+    return 0
+
+
 def _bench_suite(args: argparse.Namespace) -> int:
     if args.suite in ("random", "models"):
         return _bench_generalisation(args)
+    if args.suite == "torch":
+        return _bench_torch_suite(args)
     if args.family or args.sizes or args.shapes or args.variants or args.precision \
             or args.overhead or args.csv or args.plot or args.roofline:
         _usage_error("--suite measures its own cases; it takes --repeat and --json only")
