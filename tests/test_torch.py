@@ -294,3 +294,15 @@ def test_reduce_overhead_training_steps_match_eager():
         for g, want in zip(got, (p.grad for p in model.parameters()), strict=True):
             assert torch.allclose(g, want, rtol=1e-4, atol=1e-4), step
         model.zero_grad(set_to_none=True)
+
+
+def test_forward_mode_ad_is_refused(cpu_reference):
+    """A dual tensor's tangent is not dropped in silence: forward-mode AD is refused."""
+    from torch.autograd import forward_ad
+
+    a, b = torch.randn(3, 4, dtype=torch.float64), torch.randn(4, 2, dtype=torch.float64)
+    assert forward_ad.unpack_dual(xt.matmul(a, b)).tangent is None  # no level: a product
+    with forward_ad.dual_level():
+        dual = forward_ad.make_dual(a, torch.randn_like(a))
+        with pytest.raises(NotImplementedError, match="forward-mode"):
+            xt.matmul(dual, b)

@@ -24,6 +24,7 @@ from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
+from torch.autograd import forward_ad
 from torch.autograd.function import once_differentiable
 
 from . import api
@@ -188,14 +189,19 @@ class _Transformable(torch.autograd.Function):
 
 
 def _product(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None, activation: str,
-             variant: str, precision: str | None, tiles: str) -> torch.Tensor:
+             variant: str, precision: str | None, tiles: str, recording: bool) -> torch.Tensor:
     """The operator where torch.compile traces, else the same product and backward called
-    directly (:class:`_Eager`; :class:`_Transformable` inside a torch.func transform)."""
+    directly (:class:`_Eager`; :class:`_Transformable` inside a torch.func transform), or
+    where autograd records nothing (``recording`` false: inference), the product alone."""
     if torch.compiler.is_compiling():
         return torch.ops.xgemm.matmul(a, b, bias, activation, variant, precision, tiles)
     if torch._C._are_functorch_transforms_active():
         return _Transformable.apply(a, b, bias, activation, variant, precision, tiles)
-    return _Eager.apply(a, b, bias, activation, variant, precision, tiles)
+    if recording:
+        return _Eager.apply(a, b, bias, activation, variant, precision, tiles)
+    # An autograd Function's apply costs the host microseconds a call even where it
+    # records nothing, and a decoder's decode step is bounded by the host
+    return _direct(a, b, bias, activation, variant, precision, tiles)
 
 
 def _autocast(*tensors: torch.Tensor | None) -> tuple[torch.Tensor | None, ...]:
@@ -206,6 +212,12 @@ def _autocast(*tensors: torch.Tensor | None) -> tuple[torch.Tensor | None, ...]:
     dtype = torch.get_autocast_dtype("cuda")
     return tuple(t.to(dtype) if t is not None and t.is_floating_point()
                  and t.element_size() > 1 else t for t in tensors)
+
+
+def _tangents(*tensors: torch.Tensor | None) -> bool:
+    """Whether one of the tensors is a dual tensor of forward-mode AD (with a tangent)."""
+    return any(t is not None and forward_ad.unpack_dual(t).tangent is not None
+               for t in tensors)
 
 
 def _activation_name(activation: str | None) -> str:
@@ -230,15 +242,21 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, bias: torch.Tensor | None = None
         torch.Size([32, 64])
     """
     name, tiles = _activation_name(activation), _tiles_text(params)
+    if forward_ad._current_level >= 0 and _tangents(a, b, bias):
+        raise NotImplementedError(
+            "xgemm.torch.matmul has no forward-mode derivative (jvp), so a dual tensor's "
+            "tangent would be dropped; use reverse mode (backward, torch.func.grad or vjp) "
+            "or torch.matmul for forward-mode AD")
     a, b, bias = _autocast(a, b, bias)
-    if name != "none" and torch.is_grad_enabled() and any(
-            t is not None and t.requires_grad for t in (a, b, bias)):
+    recording = torch.is_grad_enabled() and (a.requires_grad or b.requires_grad or (
+        bias is not None and bias.requires_grad))
+    if name != "none" and recording:
         # recording a graph: the product, then PyTorch's activation, whose backward keeps
         # the product rather than computing it again
-        z = _product(a, b, bias, "none", variant, precision, tiles)
+        z = _product(a, b, bias, "none", variant, precision, tiles, recording)
         return torch.relu(z) if name == "relu" else (
             F.gelu(z, approximate="tanh") if name == "gelu" else F.silu(z))
-    return _product(a, b, bias, name, variant, precision, tiles)
+    return _product(a, b, bias, name, variant, precision, tiles, recording)
 
 
 def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None,
