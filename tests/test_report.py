@@ -55,6 +55,9 @@ def results_dir(tmp_path: Path) -> Path:
          "cupy.matmul_us": None}], "queued_ms": [
         {"dtype": "float16", "shape": "16x4096x4096", "variant": "wgmma", "kernel_ms": 0.01876,
          "xgemm_ms": 0.0264, "x_cupy": 1.742}]}))
+    (directory / "decoder.json").write_text(json.dumps({"machine": MACHINE, "torch_suite": [
+        {"part": "decode", "dtype": "bfloat16", "case": "decode 1 x 2048", "pytorch_ms": 2.3,
+         "xgemm_ms": 2.5, "x": 0.92}]}))
     (directory / "float32.png").write_bytes(b"")
     (directory / "sweeps").mkdir()  # not read
     (directory / "sweeps" / "x.json").write_text("[]")
@@ -99,7 +102,7 @@ def test_ladder_table_rows(results_dir: Path):
         rows[f"`{n}`"] for n in xgemm.variants()]  # ladder order, after cuBLAS
 
 
-def test_machine_figures_and_call_cost(results_dir: Path):
+def test_machine_figures_call_cost_and_decoder(results_dir: Path):
     results = report.load(results_dir)
     line = report.machine_line(results, results_dir.parent)
     assert line.startswith("Measured on an NVIDIA H100 80GB HBM3 (sm_90, 132 SMs, 1980 MHz")
@@ -109,6 +112,8 @@ def test_machine_figures_and_call_cost(results_dir: Path):
         "![float32: TFLOP/s against size, every rung and cuBLAS](results/float32.png)")
     cost = report.call_cost_tables(results)
     assert "| float32 | no | 64x64x64 | 20.7 | - |" in cost
+    assert report.torch_suite_table(results).splitlines()[2] == (
+        "| bfloat16 | decode 1 x 2048 | 2.300 | 2.500 | 0.92x | NVIDIA H100 80GB HBM3 | abc1234 |")
     assert "| float16 | 16x4096x4096 | `wgmma` | 0.0188 | 0.0264 | 1.74 |" in cost
 
 

@@ -17,9 +17,10 @@ README.md marks each generated region::
 with the regions ``ladder`` (one row per rung, in ladder order: ``ladder_table``),
 ``machine`` (what the results were measured on), ``figures``, ``call_cost``, ``suite``
 (``auto`` against cuBLAS on the practitioner's cases, ``xgemm bench --suite``),
-``generalisation`` and ``training`` (``examples/train_gpt.py``'s runs, under
-``training/``). ``xgemm report --check`` fails with a diff where README.md differs from
-what the results render; ``xgemm report --write`` rewrites the regions. Nothing here needs
+``generalisation``, ``training`` (``examples/train_gpt.py``'s runs, under ``training/``)
+and ``torch_suite`` (a decoder on xgemm's linears, ``--suite torch``). ``xgemm report
+--check`` fails with a diff where README.md differs from what the results render;
+``xgemm report --write`` rewrites the regions. Nothing here needs
 CuPy or a GPU.
 
 Example:
@@ -47,7 +48,8 @@ REPO = Path(__file__).resolve().parents[2]
 #: The results README.md is rendered from, relative to the repository.
 RESULTS = Path("bench") / "results" / "h100"
 #: The regions README.md may mark, in the order ``xgemm report`` prints them.
-REGIONS = ("ladder", "machine", "figures", "call_cost", "suite", "generalisation", "training")
+REGIONS = ("ladder", "machine", "figures", "call_cost", "suite", "generalisation", "training",
+           "torch_suite")
 #: examples/train_gpt.py's modes, in the training table's order.
 TRAINING_MODES = ("eager", "compile", "cudagraphs")
 
@@ -281,17 +283,37 @@ def training_table(results: Results, readme_dir: str | os.PathLike[str] = REPO) 
     return "\n".join(lines)
 
 
+def torch_suite_table(results: Results) -> str:
+    """``xgemm bench --suite torch``'s rows: each case's step queued back to back, the
+    decoder on PyTorch's linears against the same decoder on xgemm's.
+
+    >>> torch_suite_table(Results(Path(".")))
+    'No decoder runs (`xgemm bench --suite torch --json FILE`).'
+    """
+    if not results.torch_suite:
+        return "No decoder runs (`xgemm bench --suite torch --json FILE`)."
+    machine = results.torch_suite.get("machine", {})
+    lines = ["| dtype | case | PyTorch ms a step | xgemm ms a step | PyTorch / xgemm | GPU |"
+             " commit |", "|" + " --- |" * 7]
+    lines += [f"| {row['dtype']} | {row['case']} | {row['pytorch_ms']:.3f} | "
+              f"{row['xgemm_ms']:.3f} | {row['x']:.2f}x | {machine.get('gpu', '?')} | "
+              f"{machine.get('commit', 'unknown')} |" for row in results.torch_suite["torch_suite"]]
+    return "\n".join(lines)
+
+
 # -- README ------------------------------------------------------------------------------
 def render(results: Results, readme_dir: str | os.PathLike[str] = REPO) -> dict[str, str]:
     """Every region's text, by region name.
 
-    >>> sorted(render(Results(Path("."))))
-    ['call_cost', 'figures', 'generalisation', 'ladder', 'machine', 'suite', 'training']
+    >>> sorted(render(Results(Path("."))))  # doctest: +NORMALIZE_WHITESPACE
+    ['call_cost', 'figures', 'generalisation', 'ladder', 'machine', 'suite', 'torch_suite',
+     'training']
     """
     return {"ladder": ladder_table(results), "machine": machine_line(results, readme_dir),
             "figures": figures(results, readme_dir), "call_cost": call_cost_tables(results),
             "suite": suite_table(results), "generalisation": generalisation_table(results),
-            "training": training_table(results, readme_dir)}
+            "training": training_table(results, readme_dir),
+            "torch_suite": torch_suite_table(results)}
 
 
 def update(text: str, regions: Mapping[str, str]) -> str:

@@ -50,6 +50,8 @@ class Results:
     #: examples/train_gpt.py's runs (``training/*.json``) and figures (``training/*.png``)
     training: list[dict[str, Any]] = field(default_factory=list)
     training_figures: list[Path] = field(default_factory=list)
+    #: ``xgemm bench --suite torch --json``'s file, as written (the last by name)
+    torch_suite: dict[str, Any] | None = None
 
     def columns(self) -> list[str]:
         """The columns that have runs, in table order.
@@ -104,6 +106,8 @@ def load(directory: str | os.PathLike[str]) -> Results:
             results.call_cost, results.call_cost_path = data, path
         elif isinstance(data.get("summary"), dict) and isinstance(data.get("rows"), list):
             results.generalisation.append(data)
+        elif isinstance(data.get("torch_suite"), list):
+            results.torch_suite = data
         elif isinstance(data.get("suite"), list):
             results.suite += data["suite"]
             results.suite_commits.add(str(data.get("machine", {}).get("commit") or "unknown"))
