@@ -306,3 +306,19 @@ def test_forward_mode_ad_is_refused(cpu_reference):
         dual = forward_ad.make_dual(a, torch.randn_like(a))
         with pytest.raises(NotImplementedError, match="forward-mode"):
             xt.matmul(dual, b)
+
+
+@pytest.mark.parametrize("call", ["out", "out_dtype", "gemm"])
+def test_a_product_that_records_no_gradient_is_refused_on_tensors_that_require_grad(call):
+    """out=, out_dtype= and gemm's in-place C take the path outside autograd: on a tensor
+    that requires grad they would leave no gradient, so they are refused (before the
+    operands are checked: these are CPU tensors), and allowed under no_grad."""
+    a = torch.randn(4, 3, requires_grad=True)
+    b, c = torch.randn(3, 2), torch.empty(4, 2)
+    run = {"out": lambda: xgemm.matmul(a, b, out=c),
+           "out_dtype": lambda: xgemm.matmul(a, b, out_dtype="float32"),
+           "gemm": lambda: xgemm.gemm(a, b, c)}[call]
+    with pytest.raises(ValueError, match="records no gradient"):
+        run()
+    with torch.no_grad(), pytest.raises(TypeError):  # then the CPU tensors are refused
+        run()

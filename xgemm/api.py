@@ -170,12 +170,19 @@ def matmul(a: Any, b: Any, variant: str = DEFAULT_VARIANT, out: Any = None,
         >>> bool(cp.allclose(y, cp.maximum(a @ w.T + bias, 0), rtol=1e-4, atol=1e-4))
         True
     """
-    if (out is None and out_dtype is None and scale_a is None and scale_b is None
-            and formats is None and _through_autograd(a, b, bias)):
-        from . import torch as xgemm_torch  # (needs PyTorch: a is a PyTorch tensor)
+    if out is None and out_dtype is None and scale_a is None and scale_b is None \
+            and formats is None:
+        if _through_autograd(a, b, bias):
+            from . import torch as xgemm_torch  # (needs PyTorch: a is a PyTorch tensor)
 
-        return xgemm_torch.matmul(a, b, bias=bias, activation=activation, variant=variant,
-                                  precision=precision, **params)
+            return xgemm_torch.matmul(a, b, bias=bias, activation=activation,
+                                      variant=variant, precision=precision, **params)
+    elif _recording(a, b, bias):
+        raise ValueError(
+            "xgemm.matmul with out, out_dtype, scale_a, scale_b or formats records no "
+            "gradient, and a PyTorch operand requires grad: drop those arguments (the "
+            "differentiable path takes none of them), or call it under torch.no_grad() "
+            "or on detached tensors")
     return product(a, b, variant, out, bias=bias, activation=activation, precision=precision,
                    out_dtype=out_dtype, scale_a=scale_a, scale_b=scale_b, formats=formats,
                    **params)
@@ -200,6 +207,15 @@ def _through_autograd(a: Any, b: Any, bias: Any) -> bool:
     return isinstance(a, tensor) and (compiling() or grad_enabled() and (
         a.requires_grad or getattr(b, "requires_grad", False)
         or bias is not None and getattr(bias, "requires_grad", False)))
+
+
+def _recording(*arrays: Any) -> bool:
+    """Whether autograd would record a product of these: PyTorch's grad mode is on and
+    one of them is a tensor that requires grad (a product outside the operator then
+    would leave no gradient)."""
+    torch = sys.modules.get("torch")
+    return torch is not None and torch.is_grad_enabled() and any(
+        getattr(x, "requires_grad", False) for x in arrays)
 
 
 def product(a: Any, b: Any, variant: str = DEFAULT_VARIANT, out: Any = None,
@@ -257,6 +273,10 @@ def gemm(a: Any, b: Any, c: Any, alpha: float = 1.0, beta: float = 0.0, *,
     if c is None:
         raise TypeError("gemm needs c, the array it updates in place; for a new array use "
                         "xgemm.matmul")
+    if _recording(a, b, c, bias):
+        raise ValueError("xgemm.gemm updates c in place and records no gradient, and a "
+                         "PyTorch operand requires grad: call it under torch.no_grad() or "
+                         "on detached tensors, or use xgemm.torch.matmul, which does")
     alpha, beta = check_scalar("alpha", alpha), check_scalar("beta", beta)
     scales = _scales(scale_a, scale_b, formats)
     plan, (a, b, c, bias, sa, sb) = _planned(a, b, variant, c, "c", bias, activation,
