@@ -3,11 +3,11 @@
 For a change to the templates that must not make any kernel slower: each GEMM variant at
 its defaults, at 4096^3 (and the Hopper rungs at 8192^3 too), in the dtypes it is for
 (float32 for the exact rungs and the TF32 ones, float16 and bfloat16 for the tensor-core
-rungs), in the layout it reads first, timed for the baseline and for this tree in turns
+rungs, float64 for the rung that takes only that, int8 for the 8-bit ones: CuPy has no
+FP8), in the layout it reads first, timed for the baseline and for this tree in turns
 (--rounds turns each, three by default; CUDA events with the GPU held busy while the
 host launches, so each time is the kernel's alone); the table gives the medians and
-their ratio. Both sides
-check their result against cuBLAS first.
+their ratio. Both sides check their result against cuBLAS first.
 
     git worktree add /tmp/baseline <commit>
     PYTHONPATH=. python bench/compare_rungs.py --baseline /tmp/baseline --json out.json
@@ -40,7 +40,10 @@ def cases(variants: list[str]) -> list[tuple[str, str, int]]:
     rows = []
     for name in variants:
         v = xgemm.get_variant(name)
-        dtypes = ["float32"] if "float32" in v.dtypes else [d for d in v.dtypes if d != "float64"]
+        # FP8 has no CuPy dtype: the 8-bit rungs are timed on int8, their other path
+        dtypes = ["float32"] if "float32" in v.dtypes else [
+            d for d in v.dtypes if not d.startswith("float8")
+            and (d != "float64" or v.dtypes == ("float64",))]
         for dtype in dtypes:
             rows += [(name, dtype, SIZE)] + ([(name, dtype, LARGE)] if name in HOPPER else [])
     return rows
@@ -50,8 +53,11 @@ def operands(name: str, dtype: str, size: int) -> tuple:
     """Random operands in the layouts ``name`` reads first (B column-major as w.T)."""
     v = xgemm.get_variant(name)
     rng = cupy.random.default_rng(size)
-    a = rng.standard_normal((size, size), dtype=cupy.float32).astype(dtype)
-    b = rng.standard_normal((size, size), dtype=cupy.float32).astype(dtype)
+    if dtype == "int8":
+        a, b = (rng.integers(-127, 128, (size, size), dtype=cupy.int8) for _ in "ab")
+    else:
+        a = rng.standard_normal((size, size), dtype=cupy.float32).astype(dtype)
+        b = rng.standard_normal((size, size), dtype=cupy.float32).astype(dtype)
     if v.a_layouts[0] == "col":
         a = cupy.asfortranarray(a)
     if v.b_layouts[0] == "col":
