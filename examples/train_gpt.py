@@ -12,6 +12,7 @@ projections, the MLP's two layers, the head).
     python examples/train_gpt.py                     # 300 steps: bench/results/h100/training
     python examples/train_gpt.py --mode compile      # under torch.compile(fullgraph=True)
     python examples/train_gpt.py --mode cudagraphs   # and its graphs replayed (reduce-overhead)
+    python examples/train_gpt.py --figure bench/results/h100/training/train_gpt_eager.json
 
 In eager mode this model's step is bounded by the host (the Python and dispatch of each
 call), not by the GPU; replayed as CUDA graphs, it is bounded by the GPU's kernels.
@@ -128,6 +129,27 @@ def train(model: torch.nn.Module, data: torch.Tensor, steps: int, batch: int, co
     return [x.item() for x in losses], [b.elapsed_time(e) for b, e in times]
 
 
+def draw(run: dict, vocab: int, path: Path) -> None:
+    """The loss curves of a run's two models (its JSON, as ``main`` writes it) into a
+    figure at ``path``; ``vocab``: the characters of the corpus (the y axis's top)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for name in ("PyTorch", "xgemm"):
+        ax.plot(run[name]["losses"], label=f"{name} ({run[name]['step_ms']:.1f} ms a step)",
+                alpha=0.8)
+    ax.set(xlabel="step", ylabel="cross-entropy", yscale="log",
+           title=f"GPT, bfloat16 autocast, {run['mode']}, {run['steps']} steps of "
+                 f"{run['batch']} x 256 tokens")
+    ax.set_ylim(top=math.log(vocab) * 1.1)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=300)
@@ -136,10 +158,16 @@ def main() -> None:
                         help="eager; torch.compile(fullgraph=True); and replayed as CUDA graphs")
     parser.add_argument("--out", help="the figure (.png) and the numbers (.json), without "
                         "suffix (bench/results/h100/training/train_gpt_MODE)")
+    parser.add_argument("--figure", metavar="JSON", help="only draw the figure of a saved "
+                        "run (its .json) beside it, without a GPU")
     args = parser.parse_args()
-    torch.manual_seed(0)
     text = corpus(2_000_000)
     vocab = sorted(set(text))
+    if args.figure:
+        path = Path(args.figure)
+        draw(json.loads(path.read_text()), len(vocab), path.with_suffix(".png"))
+        return
+    torch.manual_seed(0)
     index = {ch: i for i, ch in enumerate(vocab)}
     data = torch.tensor([index[ch] for ch in text], device="cuda")
     reference = GPT(len(vocab)).cuda()
@@ -158,21 +186,7 @@ def main() -> None:
     out.with_suffix(".json").write_text(json.dumps(
         {"steps": args.steps, "batch": args.batch, "mode": args.mode,
          "machine": machine_info(measure=False), **runs}, indent=1) + "\n")
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(7, 4))
-    for name, run in runs.items():
-        ax.plot(run["losses"], label=f"{name} ({run['step_ms']:.1f} ms a step)", alpha=0.8)
-    ax.set(xlabel="step", ylabel="cross-entropy", yscale="log",
-           title=f"GPT, bfloat16 autocast, {args.mode}, {args.steps} steps of {args.batch} x 256 "
-                 "tokens")
-    ax.set_ylim(top=math.log(len(vocab)) * 1.1)
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(out.with_suffix(".png"), dpi=120)
+    draw(json.loads(out.with_suffix(".json").read_text()), len(vocab), out.with_suffix(".png"))
     print("wrote", out.with_suffix(".png"), "and", out.with_suffix(".json"))
 
 

@@ -226,3 +226,20 @@ def test_calls_per_round_fills_the_round_within_its_bounds(kernel_ms, work_ms, m
     from xgemm.tools import overhead
 
     assert overhead.calls_per_round(kernel_ms, work_ms, most) == calls
+
+
+def test_train_gpt_figure_is_redrawn_from_its_numbers(tmp_path):
+    """examples/train_gpt.py --figure draws a saved run's figure without a GPU."""
+    pytest.importorskip("matplotlib")
+    pytest.importorskip("torch")
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    run = {"steps": 3, "batch": 2, "mode": "eager", "machine": MACHINE,
+           **{name: {"losses": [3.1, 2.5, 2.2], "step_ms": 4.0} for name in ("PyTorch", "xgemm")}}
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps(run))
+    script = Path(__file__).resolve().parents[1] / "examples" / "train_gpt.py"
+    subprocess.run([sys.executable, str(script), "--figure", str(path)], check=True)
+    assert (tmp_path / "run.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
