@@ -12,8 +12,10 @@ import numpy as np
 
 @dataclass(frozen=True)
 class DType:
-    """How one NumPy dtype is computed: its CUDA C type, the type products accumulate in,
-    and its size (``BYTES`` in a declaration's expressions)."""
+    """How one NumPy dtype is computed: its CUDA C type, ``acc``, the type the epilogue
+    computes in and the CUDA-core rungs sum in (a template's ``Acc``; a tensor-core rung
+    sums into its instruction's type, its ``Sum``: int32 for int8), and its size
+    (``BYTES`` in a declaration's expressions)."""
 
     cuda: str
     acc: str
