@@ -26,15 +26,20 @@ def main() -> None:
     parser.add_argument("json", nargs="+", help="files written by xgemm bench --suite random")
     parser.add_argument("--variant", action="append", required=True,
                         help="a rung whose candidates to time (repeat for several)")
+    parser.add_argument("--new-points-only", action="store_true",
+                        help="time only the points a row has no timing of (a point added to a "
+                             "rung), keeping the others' times")
     args = parser.parse_args()
     for path in args.json:
         with open(path) as f:
             data = json.load(f)
         rows = data["rows"]
         with tqdm(total=len(rows), desc=path.rsplit("/", 1)[-1]) as bar:
-            generalisation.add_candidates(rows, set(args.variant), progress=bar.update)
+            generalisation.add_candidates(rows, set(args.variant), progress=bar.update,
+                                          new_points_only=args.new_points_only)
         data["summary"] = generalisation.summary(rows, data.get("summary", {}).get("seed"))
         data.setdefault("added", []).append({"variants": sorted(args.variant),
+                                             "new_points_only": args.new_points_only,
                                              "commit": source_commit()})
         with open(path, "w") as f:
             json.dump(data, f, indent=1)

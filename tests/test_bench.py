@@ -243,3 +243,43 @@ def test_train_gpt_figure_is_redrawn_from_its_numbers(tmp_path):
     script = Path(__file__).resolve().parents[1] / "examples" / "train_gpt.py"
     subprocess.run([sys.executable, str(script), "--figure", str(path)], check=True)
     assert (tmp_path / "run.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.parametrize("new_points_only", [False, True])
+def test_add_candidates_keeps_the_other_points_times_when_asked(monkeypatch, new_points_only):
+    """add_candidates times a rung's candidates again, or with new_points_only only the
+    points a row has no time for, keeping the rung's other times (here on the CPU, the
+    operands and the timing stood in for)."""
+    torch = pytest.importorskip("torch")
+    from xgemm.tools import generalisation
+
+    old = {"variant": "wgmma_splitk", "params": {"BM": 64}, "ms": 0.5, "status": "ok",
+           "planned": {"BM": 64}, "copies": []}
+    other = {"variant": "wgmma", "params": {"BM": 128}, "ms": 0.4, "status": "ok",
+             "planned": {"BM": 128}, "copies": []}
+    row = {"status": "ok", "part": "float16", "m": 8, "n": 8, "k": 8, "layout": "NN",
+           "lead": [], "variant": "wgmma", "params": {"BM": 128}, "copies": [],
+           "auto_ms": 0.4, "best_ms": 0.4, "candidates": [old, other]}
+    asked = {}
+
+    def timed(*args):  # the rung's points it is asked for, each timed at 0.3 ms
+        asked["skipped"] = args[-1]
+        points = [{"BM": 64}, {"BM": 128}]
+        return [{"variant": "wgmma_splitk", "params": p, "ms": 0.3, "status": "ok",
+                 "planned": p, "copies": []} for p in points
+                if generalisation.point_of("wgmma_splitk", p) not in args[-1]]
+
+    monkeypatch.setattr(generalisation, "operands",
+                        lambda case, dtype, seed: (torch.randn(8, 8), torch.randn(8, 8),
+                                                   torch.empty(8, 8)))
+    monkeypatch.setattr(generalisation, "_candidates", timed)
+    monkeypatch.setattr("xgemm.timing.scrub_pays", lambda nbytes, device: False)
+    generalisation.add_candidates([row], {"wgmma_splitk"}, new_points_only=new_points_only)
+    splitk = [x for x in row["candidates"] if x["variant"] == "wgmma_splitk"]
+    assert other in row["candidates"]
+    if new_points_only:  # the old point's 0.5 ms kept, only BM=128 timed
+        assert splitk == [old, {**old, "params": {"BM": 128}, "planned": {"BM": 128},
+                                "ms": 0.3}]
+    else:
+        assert [x["ms"] for x in splitk] == [0.3, 0.3]
+    assert row["best_ms"] == 0.3 and row["regret"] == pytest.approx(0.4 / 0.3)

@@ -29,7 +29,7 @@ from __future__ import annotations
 import math
 import os
 import statistics
-from collections.abc import Callable, Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -336,10 +336,11 @@ def measure_eight_bit(part: str, case: Product, *, repeat: int = 10, rounds: int
 
 def _candidates(a: Any, b: Any, c: Any, dtype: str, precision: str | None, checked: Any,
                 tolerance: float, best: float, repeat: int, flush: bool,
-                names: Collection[str] | None = None) -> list[dict[str, Any]]:
+                names: Collection[str] | None = None,
+                timed: Collection[tuple[str, tuple]] = ()) -> list[dict[str, Any]]:
     """Each candidate's kernel time on these operands, read as they lie (a variant named
     in a call copies only what it cannot read: operands TMA cannot read are padded);
-    where ``names`` is given, only those rungs' candidates."""
+    only the rungs ``names`` where given; none of ``timed`` (:func:`point_of` each)."""
     import xgemm
 
     from .. import gpu, timing
@@ -347,7 +348,7 @@ def _candidates(a: Any, b: Any, c: Any, dtype: str, precision: str | None, check
     found: list[dict[str, Any]] = []
     launches = []
     for v, params in cost.candidates(dtype, precision, gpu.compute_capability(a.device.index)):
-        if names is not None and v.name not in names:
+        if names is not None and v.name not in names or point_of(v.name, params) in timed:
             continue
         entry: dict[str, Any] = {"variant": v.name, "params": params}
         try:
@@ -375,13 +376,24 @@ def _candidates(a: Any, b: Any, c: Any, dtype: str, precision: str | None, check
     return found
 
 
+def point_of(variant: str, params: Mapping[str, int]) -> tuple[str, tuple]:
+    """A candidate as a key: its rung and its parameters, in order.
+
+    >>> point_of("wgmma", {"BN": 128, "BM": 64})
+    ('wgmma', (('BM', 64), ('BN', 128)))
+    """
+    return variant, tuple(sorted(params.items()))
+
+
 def add_candidates(rows: Sequence[dict[str, Any]], names: Collection[str], *,
-                   repeat: int = 10, progress: Callable[[], None] | None = None) -> None:
+                   repeat: int = 10, progress: Callable[[], None] | None = None,
+                   new_points_only: bool = False) -> None:
     """Time the candidates of the rungs ``names`` on each row of a ``--suite random`` run
     (regret on), on the operands that run drew (the row's index seeds them), and put them
     in the row's candidates in place of any earlier timing of those rungs: a new rung's
-    points join a calibration sample without timing the others again. Rows that did
-    not measure ok are left as they are.
+    points join a calibration sample without timing the others again. With
+    ``new_points_only``, only points the row has no timing of: a rung's new point then
+    moves no other point's constants in a refit. Rows not measured ok stay as they are.
 
     Example (on a GPU; a file ``xgemm bench --suite random --json`` wrote):
         >>> data = json.load(open(path))  # doctest: +SKIP
@@ -409,10 +421,13 @@ def add_candidates(rows: Sequence[dict[str, Any]], names: Collection[str], *,
             launch()
             return _error(c, expected)
 
+        before = {point_of(x["variant"], x["params"]) for x in row["candidates"]
+                  if new_points_only}
         timed = _candidates(a, b, c, dtype, precision, checked,
                             TOLERANCE["cuBLAS"]["tf32" if precision else dtype],
-                            row["best_ms"], repeat, flush, names)
-        row["candidates"] = [x for x in row["candidates"] if x["variant"] not in names] + timed
+                            row["best_ms"], repeat, flush, names, before)
+        row["candidates"] = [x for x in row["candidates"]
+                             if x["variant"] not in names or new_points_only] + timed
         # the best over every candidate now in the row (a dropped timing may have been it);
         # a candidate that is auto's very launch counts as auto's time, as measure() has it
         ok = [x for x in row["candidates"] if x["status"] == "ok"]
