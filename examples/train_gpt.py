@@ -183,10 +183,10 @@ def main() -> None:
     print(f"xgemm's step against PyTorch's: {ratio:.3f}x")
     out = Path(args.out or f"bench/results/h100/training/train_gpt_{args.mode}")
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.with_suffix(".json").write_text(json.dumps(
-        {"steps": args.steps, "batch": args.batch, "mode": args.mode,
-         "machine": machine_info(measure=False), **runs}, indent=1) + "\n")
-    draw(json.loads(out.with_suffix(".json").read_text()), len(vocab), out.with_suffix(".png"))
+    run = {"steps": args.steps, "batch": args.batch, "mode": args.mode,
+           "machine": machine_info(measure=False), **runs}
+    out.with_suffix(".json").write_text(json.dumps(run, indent=1) + "\n")
+    draw(run, len(vocab), out.with_suffix(".png"))
     print("wrote", out.with_suffix(".png"), "and", out.with_suffix(".json"))
 
 

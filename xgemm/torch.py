@@ -242,6 +242,7 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, bias: torch.Tensor | None = None
         torch.Size([32, 64])
     """
     name, tiles = _activation_name(activation), _tiles_text(params)
+    # a dual level is open only inside forward_ad.dual_level(): other calls read one int
     if forward_ad._current_level >= 0 and _tangents(a, b, bias):
         raise NotImplementedError(
             "xgemm.torch.matmul has no forward-mode derivative (jvp), so a dual tensor's "
