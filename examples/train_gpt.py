@@ -30,7 +30,6 @@ from pathlib import Path
 
 import torch
 import torch.nn.functional as F
-from tqdm import tqdm
 
 import xgemm.torch
 from xgemm.tools.machine import machine_info
@@ -99,6 +98,8 @@ def train(model: torch.nn.Module, data: torch.Tensor, steps: int, batch: int, co
     with ``seed``: the same batches for every model given the same seed. ``mode``: eager,
     compile (``torch.compile(fullgraph=True)``) or cudagraphs (and ``mode="reduce-overhead"``:
     forward and backward replayed as CUDA graphs)."""
+    from tqdm import tqdm  # training's progress bar only: --figure draws without it
+
     optimizer = torch.optim.AdamW(model.parameters(), lr=6e-4, weight_decay=0.1, fused=True)
     generator = torch.Generator("cuda").manual_seed(seed)
     forward = model if mode == "eager" else torch.compile(
