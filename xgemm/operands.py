@@ -117,7 +117,7 @@ def transpose_launch(v: Variant, p: dict[str, int], ptr: int, rows: int, cols: i
 
 
 @dataclass(frozen=True)
-class Fresh:
+class NewArray:
     """An array a call writes afresh (its output, a transposed copy) as planning sees it:
     C-ordered, at an address aligned to ``FRESH_ALIGNMENT`` (which ``xgemm.launch``
     checks per call). Nothing is allocated to plan it."""
@@ -312,7 +312,7 @@ def folded_rows(a: cupy.ndarray, b: cupy.ndarray, target: cupy.ndarray | None, s
 
 
 def transposed(x: cupy.ndarray, layout: Layout, device: int
-                ) -> tuple[Fresh, Layout, Transpose]:
+                ) -> tuple[NewArray, Layout, Transpose]:
     """A 2-D operand copied into its other layout by the transpose kernel: the copy as
     planning sees it (each call makes its own), its layout, and the transpose."""
     rows, cols = x.shape[::-1] if layout.col else x.shape  # what is read: unit stride along
@@ -320,7 +320,7 @@ def transposed(x: cupy.ndarray, layout: Layout, device: int
     v, p = transpose_variant(dtype, device)
     spec, grid, block = transpose_launch(v, p, x.data.ptr, rows, cols, layout.ld, dtype, device)
     function = transpose_function(spec, device)
-    return Fresh((cols, rows), x.dtype), Layout(not layout.col, rows, 0), Transpose(
+    return NewArray((cols, rows), x.dtype), Layout(not layout.col, rows, 0), Transpose(
         geometry(function, grid, block, 0), (cols, rows), x.dtype,
         packed("iii", (rows, cols, layout.ld)))
 
@@ -386,7 +386,7 @@ def plan_output(target: cupy.ndarray | None, shapes: Shapes, c_dtype: str,
     import cupy
 
     if target is None:
-        full_c, output = Fresh(shapes.full, np.dtype(numpy_dtype(c_dtype))), "new"
+        full_c, output = NewArray(shapes.full, np.dtype(numpy_dtype(c_dtype))), "new"
     else:
         view = target
         if shapes.b_vector:

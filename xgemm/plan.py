@@ -259,9 +259,9 @@ def build(a: Any, b: Any, variant: str, target: Any, target_name: str, bias: Any
     # pointers into another's memory is an illegal address that breaks the CUDA context.
     here = cupy.cuda.runtime.getDevice() == device
     with contextlib.nullcontext() if here else cupy.cuda.Device(device):
-        plan = _lay_out(ca, cb, v, params, shapes, dtype, c_dtype, device, act, precision,
-                        ctarget, cbias, read_c, framework(type(a)) or "cupy", spec_extras,
-                        choice, contenders, folded=folded is not None)
+        plan = _make_plan(ca, cb, v, params, shapes, dtype, c_dtype, device, act, precision,
+                          ctarget, cbias, read_c, framework(type(a)) or "cupy", spec_extras,
+                          choice, contenders, folded=folded is not None)
     return plan, (a, b, target, bias, sa, sb)
 
 
@@ -296,12 +296,12 @@ def _operands(a: Any, b: Any, v: Variant | None, params: dict[str, int], formats
                          " leave precision out")
     return a, b, ca, cb, dtype, b_dtype, shapes
 
-def _lay_out(a: cupy.ndarray, b: cupy.ndarray, v: Variant | None, params: dict[str, int],
-             shapes: Shapes, dtype: str, c_dtype: str, device: int, act: str,
-             precision: str | None, target: cupy.ndarray | None, bias: cupy.ndarray | None,
-             read_c: bool, kind: str, spec_extras: dict,
-             choice: tuple[Variant, dict] | None = None, contenders: int = 0,
-             folded: bool = False) -> Plan:
+def _make_plan(a: cupy.ndarray, b: cupy.ndarray, v: Variant | None, params: dict[str, int],
+               shapes: Shapes, dtype: str, c_dtype: str, device: int, act: str,
+               precision: str | None, target: cupy.ndarray | None, bias: cupy.ndarray | None,
+               read_c: bool, kind: str, spec_extras: dict,
+               choice: tuple[Variant, dict] | None = None, contenders: int = 0,
+               folded: bool = False) -> Plan:
     """The plan, on the current device (the operands'), in steps: the variant and its
     parameters, each operand (``operands.plan_operand``), the output
     (``operands.plan_output``), how C is stored, then the launches (:func:`_chunks`).
