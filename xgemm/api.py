@@ -148,10 +148,12 @@ def matmul(a: Any, b: Any, variant: str = DEFAULT_VARIANT, out: Any = None,
     call waits for the GPU or copies between host and device. Arrays on two GPUs are
     refused with a ValueError naming each one's GPU.
 
-    PyTorch: where a tensor requires grad (and grad mode is on), or under
-    ``torch.compile``, the call goes through ``xgemm.torch.matmul``, a PyTorch operator
-    with a backward made of xgemm's products (no ``out``, ``out_dtype`` or 8-bit scales
-    there); otherwise the result records no gradient.
+    PyTorch: where a tensor requires grad (and grad mode is on), under
+    ``torch.compile``, or inside forward-mode AD, the call goes through
+    ``xgemm.torch.matmul``, a PyTorch operator with a backward made of xgemm's products
+    (and which refuses a dual tensor's tangent). It takes no ``out``, ``out_dtype`` or 8-bit
+    scales: with those, a tensor that requires grad is refused (ValueError), and so is a
+    dual tensor (NotImplementedError), rather than losing its derivative.
 
     Cost: the first call with a signature (shapes, strides, dtypes, address alignment,
     GPU, variant, epilogue, precision, ``out``) checks and plans; later calls look the
@@ -177,51 +179,75 @@ def matmul(a: Any, b: Any, variant: str = DEFAULT_VARIANT, out: Any = None,
 
             return xgemm_torch.matmul(a, b, bias=bias, activation=activation,
                                       variant=variant, precision=precision, **params)
-    elif _recording(a, b, bias):
-        raise ValueError(
-            "xgemm.matmul with out, out_dtype, scale_a, scale_b or formats records no "
-            "gradient, and a PyTorch operand requires grad: drop those arguments (the "
-            "differentiable path takes none of them), or call it under torch.no_grad() "
-            "or on detached tensors")
+    else:
+        _refuse_tangents(a, b, bias)
+        if _recording(a, b, bias):
+            raise ValueError(
+                "xgemm.matmul with out, out_dtype, scale_a, scale_b or formats records no "
+                "gradient, and a PyTorch operand requires grad: drop those arguments (the "
+                "differentiable path takes none of them), or call it under torch.no_grad() "
+                "or on detached tensors")
     return product(a, b, variant, out, bias=bias, activation=activation, precision=precision,
                    out_dtype=out_dtype, scale_a=scale_a, scale_b=scale_b, formats=formats,
                    **params)
 
 
-#: PyTorch's Tensor type and its two mode queries, looked up once PyTorch is imported
-_torch_hooks: tuple[Any, Any, Any] | None = None
+#: PyTorch's Tensor type, its two mode queries and its forward-mode AD module, looked up
+#: once PyTorch is imported
+_torch_hooks: tuple[Any, Any, Any, Any] | None = None
 
 
-def _hooks() -> tuple[Any, Any, Any] | None:
-    """PyTorch's Tensor type and its two mode queries (compiling, grad mode on), looked up
-    once PyTorch is imported; None before."""
+def _hooks() -> tuple[Any, Any, Any, Any] | None:
+    """PyTorch's Tensor type, its two mode queries (compiling, grad mode on) and
+    ``torch.autograd.forward_ad`` (whose ``_current_level`` is -1 outside a dual level),
+    looked up once PyTorch is imported; None before."""
     global _torch_hooks
     if _torch_hooks is None and (torch := sys.modules.get("torch")) is not None:
-        _torch_hooks = (torch.Tensor, torch.compiler.is_compiling, torch.is_grad_enabled)
+        from torch.autograd import forward_ad
+
+        _torch_hooks = (torch.Tensor, torch.compiler.is_compiling, torch.is_grad_enabled,
+                        forward_ad)
     return _torch_hooks
 
 
 def _through_autograd(a: Any, b: Any, bias: Any) -> bool:
     """Whether a product the PyTorch operator can express (no ``out``, ``out_dtype`` or
     8-bit scales: the caller asks first) goes through it (``xgemm.torch``): PyTorch
-    tensors that record a graph (:func:`_recording`), or traced by ``torch.compile``.
-    Every call asks, so in few steps: a CuPy call pays a lookup."""
+    tensors that record a graph (:func:`_recording`), traced by ``torch.compile``, or
+    inside forward-mode AD (where the operator refuses a tangent). Every call asks, so
+    in few steps: a CuPy call pays a lookup."""
     hooks = _torch_hooks or _hooks()
     if hooks is None or not isinstance(a, hooks[0]):
         return False
     # _recording's test written out: a generator a call costs half a microsecond here
-    return hooks[1]() or hooks[2]() and (
+    return hooks[1]() or hooks[3]._current_level >= 0 or hooks[2]() and (
         a.requires_grad or getattr(b, "requires_grad", False)
         or bias is not None and getattr(bias, "requires_grad", False))
 
 
-def _recording(*arrays: Any) -> bool:
-    """Whether autograd would record a product of these: PyTorch's grad mode is on and
-    one of them is a tensor that requires grad (a product outside the operator then
-    would leave no gradient)."""
-    hooks = _hooks()
-    return hooks is not None and hooks[2]() and any(
-        getattr(x, "requires_grad", False) for x in arrays)
+def _recording(a: Any, *others: Any) -> bool:
+    """Whether autograd would record a product of these (``a`` a PyTorch tensor, grad mode
+    on, and one of them requires grad: a product outside the operator would then leave
+    no gradient). A CuPy call pays one type test."""
+    hooks = _torch_hooks or _hooks()
+    if hooks is None or not isinstance(a, hooks[0]) or not hooks[2]():
+        return False
+    return a.requires_grad or any(getattr(x, "requires_grad", False) for x in others)
+
+
+def _refuse_tangents(*arrays: Any) -> None:
+    """NotImplementedError where forward-mode AD is on and one of these is a dual tensor,
+    whose tangent a product outside the operator would drop."""
+    hooks = _torch_hooks or _hooks()
+    if hooks is None or hooks[3]._current_level < 0:
+        return
+    forward_ad = hooks[3]
+    if any(isinstance(x, hooks[0]) and forward_ad.unpack_dual(x).tangent is not None
+           for x in arrays):
+        raise NotImplementedError(
+            "xgemm has no forward-mode derivative (jvp) of a product with out, out_dtype, "
+            "scales, formats or an in-place C, so a dual tensor's tangent would be dropped: "
+            "use reverse mode, or torch.matmul for forward-mode AD")
 
 
 def product(a: Any, b: Any, variant: str = DEFAULT_VARIANT, out: Any = None,
@@ -279,6 +305,7 @@ def gemm(a: Any, b: Any, c: Any, alpha: float = 1.0, beta: float = 0.0, *,
     if c is None:
         raise TypeError("gemm needs c, the array it updates in place; for a new array use "
                         "xgemm.matmul")
+    _refuse_tangents(a, b, c, bias)
     if _recording(a, b, c, bias):
         raise ValueError("xgemm.gemm updates c in place and records no gradient, and a "
                          "PyTorch operand requires grad: call it under torch.no_grad() or "
