@@ -41,6 +41,12 @@ SENTENCE = (
     )
 
 
+def characters() -> list[str]:
+    """The characters :func:`corpus` writes, sorted: the grammar's letters, the space and
+    the full stop (each one is in any corpus of a few thousand words)."""
+    return sorted(set(SENTENCE) | {"."})
+
+
 def corpus(chars: int, seed: int = 0) -> str:
     """A text of ``chars`` characters from a seeded grammar: word pairs that follow one
     another more often than chance, so there is something to learn."""
@@ -162,12 +168,12 @@ def main() -> None:
     parser.add_argument("--figure", metavar="JSON", help="only draw the figure of a saved "
                         "run (its .json) beside it, without a GPU")
     args = parser.parse_args()
-    text = corpus(2_000_000)
-    vocab = sorted(set(text))
-    if args.figure:
+    vocab = characters()
+    if args.figure:  # (no corpus to write: the grammar says its characters)
         path = Path(args.figure)
         draw(json.loads(path.read_text()), len(vocab), path.with_suffix(".png"))
         return
+    text = corpus(2_000_000)
     torch.manual_seed(0)
     index = {ch: i for i, ch in enumerate(vocab)}
     data = torch.tensor([index[ch] for ch in text], device="cuda")

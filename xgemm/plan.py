@@ -296,6 +296,7 @@ def _operands(a: Any, b: Any, v: Variant | None, params: dict[str, int], formats
                          " leave precision out")
     return a, b, ca, cb, dtype, b_dtype, shapes
 
+
 def _make_plan(a: cupy.ndarray, b: cupy.ndarray, v: Variant | None, params: dict[str, int],
                shapes: Shapes, dtype: str, c_dtype: str, device: int, act: str,
                precision: str | None, target: cupy.ndarray | None, bias: cupy.ndarray | None,

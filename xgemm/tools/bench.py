@@ -32,7 +32,7 @@ from ..api import AUTO, Launch, prepare
 from ..gpu import properties
 from ..registry import get_variant
 from ..specs import numpy_dtype
-from ..timing import time_launches
+from ..timing import scrub_pays, time_launches
 from .tolerances import TOLERANCE
 
 
@@ -132,8 +132,8 @@ class Problem:
         self.b = operand(k, n, layout[1] == "T")
         self.c = cupy.empty((*stack, m, n), numpy_dtype(dtype))
         self._b_other = None
-        l2 = cupy.cuda.Device().attributes.get("L2CacheSize", 50 * 2**20)
-        self.flush_l2 = batch * min_bytes(m, n, k, self.c.itemsize) < 4 * l2
+        self.flush_l2 = scrub_pays(batch * min_bytes(m, n, k, self.c.itemsize),
+                                   cupy.cuda.Device().id)
         try:
             self.expected = cupy.matmul(self.a, self.b)
         except TypeError:  # CuPy has no batched bfloat16 matmul: check against float32

@@ -76,10 +76,11 @@ def parser() -> argparse.ArgumentParser:
     bench.add_argument("--no-regret", dest="regret", action="store_false",
                        help="--suite random/models: time auto and cuBLAS only, not every "
                             "candidate (no regret)")
-    bench.add_argument("--dtype", default="float32",
+    bench.add_argument("--dtype", default=None,
                        choices=["float32", "float64", "float16", "bfloat16", "float8", "int8"],
-                       help="float8 (e4m3, row and column scales) and int8: --suite random "
-                            "only, against torch._scaled_mm / torch._int_mm, no regret")
+                       help="float32 unless given (--suite torch: both 16-bit types); float8 "
+                            "(e4m3, row and column scales) and int8: --suite random only, "
+                            "against torch._scaled_mm / torch._int_mm, no regret")
     bench.add_argument("--precision", choices=["tf32"],
                        help="tf32: cuBLAS in TF32 (CUPY_TF32=1), auto with precision='tf32', "
                             "and by default the TF32 variants (the default is exact float32, "

@@ -145,6 +145,15 @@ def _input_shape(text: str, command: str = "bench") -> tuple[int, ...]:
         _usage_error(f"{text!r} is not an input shape like 8192x8192 or 268435456", command)
 
 
+def _write_json(path: str, data: object) -> None:
+    """``data`` as indented JSON in the file at ``path``, ending with a newline."""
+    import json
+
+    with open(path, "w") as f:
+        json.dump(data, f, indent=1)
+        f.write("\n")
+
+
 def _usage_error(message: str, command: str = "bench"):
     """As argparse does with a bad argument: the message on stderr, exit status 2."""
     print(f"xgemm {command}: {message}", file=sys.stderr)
@@ -168,10 +177,7 @@ def _bench_family(args: argparse.Namespace) -> int:
     rows = list(bandwidth.iterate(args.family, shapes, args.dtype, names, warmup=args.warmup,
                                   repeat=args.repeat))
     if getattr(args, "json", None):
-        import json
-
-        with open(args.json, "w") as f:
-            json.dump(bandwidth.to_json(rows), f, indent=1)
+        _write_json(args.json, bandwidth.to_json(rows))
     print(bandwidth.table(rows))
     return 0 if all(r.ok for r in rows) else 1
 
@@ -188,11 +194,7 @@ def _bench_overhead(args: argparse.Namespace) -> int:
     host = overhead.host_rows()
     queued = overhead.queued_rows()
     if args.json:
-        import json
-
-        with open(args.json, "w") as f:
-            json.dump({"machine": machine, "host_us": host, "queued_ms": queued}, f, indent=1)
-            f.write("\n")
+        _write_json(args.json, {"machine": machine, "host_us": host, "queued_ms": queued})
     print(f"host microseconds per call (plan cached), {machine['gpu']}:")
     print(overhead.table(host))
     print("\nqueued milliseconds per call (50 calls between two events):")
@@ -242,13 +244,9 @@ def _bench_generalisation(args: argparse.Namespace) -> int:
         if bar:
             bar.update()
         if args.json:
-            import json
-
-            with open(args.json, "w") as f:
-                json.dump({"machine": machine, "suite": args.suite, "part": part,
-                           "summary": generalisation.summary(rows, seed), "rows": rows},
-                          f, indent=1)
-                f.write("\n")
+            _write_json(args.json, {"machine": machine, "suite": args.suite, "part": part,
+                                    "summary": generalisation.summary(rows, seed),
+                                    "rows": rows})
 
     generalisation.run(part, cases, regret=args.regret, repeat=min(args.repeat, 10),
                        rows=rows, progress=save)
@@ -269,9 +267,9 @@ def _bench_torch_suite(args: argparse.Namespace) -> int:
     if args.family or args.sizes or args.shapes or args.variants or args.precision \
             or args.overhead or args.csv or args.plot or args.roofline:
         _usage_error("--suite torch measures its own model; it takes --dtype and --json only")
-    # --dtype's default, float32, is no choice here: both 16-bit types then
-    dtypes = [args.dtype] if args.dtype in ("bfloat16", "float16") else \
-        ["bfloat16", "float16"] if args.dtype == "float32" else None
+    # no --dtype: both 16-bit types
+    dtypes = ["bfloat16", "float16"] if args.dtype is None else \
+        [args.dtype] if args.dtype in ("bfloat16", "float16") else None
     if dtypes is None:
         _usage_error(f"--suite torch runs in bfloat16 or float16, not {args.dtype}")
     if not need_gpu("bench"):
@@ -284,20 +282,17 @@ def _bench_torch_suite(args: argparse.Namespace) -> int:
     if bar:
         bar.close()
     if args.json:
-        import json
-
-        with open(args.json, "w") as f:
-            json.dump({"machine": machine, "torch_suite": rows}, f, indent=1)
-            f.write("\n")
+        _write_json(args.json, {"machine": machine, "torch_suite": rows})
     print(torch_suite.table(rows))
     return 0
 
 
 def _bench_suite(args: argparse.Namespace) -> int:
-    if args.suite in ("random", "models"):
-        return _bench_generalisation(args)
     if args.suite == "torch":
         return _bench_torch_suite(args)
+    args.dtype = args.dtype or "float32"
+    if args.suite in ("random", "models"):
+        return _bench_generalisation(args)
     if args.family or args.sizes or args.shapes or args.variants or args.precision \
             or args.overhead or args.csv or args.plot or args.roofline:
         _usage_error("--suite measures its own cases; it takes --repeat and --json only")
@@ -310,11 +305,7 @@ def _bench_suite(args: argparse.Namespace) -> int:
     machine = machine_info(measure=False)
     rows = suite.run(args.suite, repeat=args.repeat)
     if args.json:
-        import json
-
-        with open(args.json, "w") as f:
-            json.dump({"machine": machine, "suite": rows}, f, indent=1)
-            f.write("\n")
+        _write_json(args.json, {"machine": machine, "suite": rows})
     print(overhead.table(rows))
     return 0 if all(row.get("status") == "ok" for row in rows) else 1
 
@@ -322,6 +313,7 @@ def _bench_suite(args: argparse.Namespace) -> int:
 def run_bench(args: argparse.Namespace) -> int:
     if args.suite:
         return _bench_suite(args)
+    args.dtype = args.dtype or "float32"
     if args.dtype in ("float8", "int8"):
         _usage_error(f"--dtype {args.dtype} is for --suite random (xgemm.tools.suite's 8-bit "
                      "parts: --suite float8 or int8)")
@@ -457,9 +449,7 @@ def run_calibrate(args: argparse.Namespace) -> int:
     data["fitted_on"] = [os.path.basename(p) for p in
                          (*args.json, args.copies, args.copies_sampled, args.host) if p]
     data["rms_log_error"] = errors
-    with open(args.out, "w") as f:
-        json.dump(data, f, indent=1)
-        f.write("\n")
+    _write_json(args.out, data)
     fitted = sum(len(points) for points in cal.points.values())
     print(f"{fitted} candidates fitted from {len(rows)} rows -> {args.out}")
     return 0

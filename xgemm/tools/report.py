@@ -38,8 +38,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from .. import declarations as _ladder  # noqa: F401  (registers the ladder)
-from .ladder_table import escape, ladder_table
+from .ladder_table import escape, ladder_table  # (which registers the ladder)
 from .results import Results, load
 from .suite import PARTS, geomean
 

@@ -38,6 +38,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from ..specs import numpy_dtype
 from .tolerances import TOLERANCE
 
 #: The parts, each run in its own process (TF32 is a CuPy setting read once).
@@ -144,14 +145,13 @@ def measure(part: str, case: Case, repeat: int = 30, rounds: int = 5) -> dict[st
     return row
 
 
-def measure_eight_bit(part: str, case: Case, repeat: int = 30, rounds: int = 5,
-                      flush_l2: bool | None = None) -> dict[str, Any]:
+def measure_eight_bit(part: str, case: Case, repeat: int = 30, rounds: int = 5
+                      ) -> dict[str, Any]:
     """One row of an 8-bit part: ``auto`` (``wgmma_8bit``) against cuBLASLt through
     PyTorch, kernel and call, and against xgemm's bfloat16 ``wgmma`` on the same values
-    (kernel times with the L2 scrubbed before each launch where ``flush_l2``; by default
-    where the operands and C fit four times in it, ``timing.scrub_pays``, as the other
-    parts decide). A shape cuBLASLt refuses gets the status "no baseline: ..." and no
-    times."""
+    (kernel times with the L2 scrubbed before each launch where the operands and C fit
+    four times in it, ``timing.scrub_pays``, as the other parts decide). A shape cuBLASLt
+    refuses gets the status "no baseline: ..." and no times."""
     import torch
 
     import xgemm
@@ -161,10 +161,8 @@ def measure_eight_bit(part: str, case: Case, repeat: int = 30, rounds: int = 5,
 
     generator = torch.Generator("cuda").manual_seed(case.m * 7 + case.n * 3 + case.k)
     m, n, k = case.m, case.n, case.k
-    if flush_l2 is None:
-        out_bytes = 4 if part == "int8" else 2  # int32 sums, or bfloat16
-        flush_l2 = timing.scrub_pays(m * k + k * n + out_bytes * m * n,
-                                     torch.cuda.current_device())
+    out_bytes = numpy_dtype(EIGHT_BIT_OUTPUT[part]).itemsize  # int32 sums, or bfloat16
+    flush_l2 = timing.scrub_pays(m * k + k * n + out_bytes * m * n, torch.cuda.current_device())
 
     def draw(rows: int, cols: int, fmt: str) -> Any:
         if fmt == "int8":

@@ -204,9 +204,8 @@ def table(rows: Sequence[dict[str, Any]]) -> str:
     dtype     case             PyTorch ms  xgemm ms  PyTorch / xgemm
     bfloat16  decode 1 x 2048  4.000       5.000     0.80x
     """
-    lines = [("dtype", "case", "PyTorch ms", "xgemm ms", "PyTorch / xgemm")]
-    lines += [(r["dtype"], r["case"], f"{r['pytorch_ms']:.3f}", f"{r['xgemm_ms']:.3f}",
-               f"{r['x']:.2f}x") for r in rows]
-    widths = [max(len(line[i]) for line in lines) for i in range(5)]
-    return "\n".join("  ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)).rstrip()
-                     for line in lines)
+    from .overhead import table as aligned
+
+    return aligned([{"dtype": r["dtype"], "case": r["case"], "PyTorch ms": f"{r['pytorch_ms']:.3f}",
+                     "xgemm ms": f"{r['xgemm_ms']:.3f}", "PyTorch / xgemm": f"{r['x']:.2f}x"}
+                    for r in rows])
