@@ -337,10 +337,10 @@ def measure_eight_bit(part: str, case: Product, *, repeat: int = 10, rounds: int
 def _candidates(a: Any, b: Any, c: Any, dtype: str, precision: str | None, checked: Any,
                 tolerance: float, best: float, repeat: int, flush: bool,
                 names: Collection[str] | None = None,
-                timed: Collection[tuple[str, tuple]] = ()) -> list[dict[str, Any]]:
+                skip: Collection[tuple[str, tuple]] = ()) -> list[dict[str, Any]]:
     """Each candidate's kernel time on these operands, read as they lie (a variant named
     in a call copies only what it cannot read: operands TMA cannot read are padded);
-    only the rungs ``names`` where given; none of ``timed`` (:func:`point_of` each)."""
+    only the rungs ``names`` where given; none of ``skip`` (:func:`point_of` each)."""
     import xgemm
 
     from .. import gpu, timing
@@ -348,7 +348,7 @@ def _candidates(a: Any, b: Any, c: Any, dtype: str, precision: str | None, check
     found: list[dict[str, Any]] = []
     launches = []
     for v, params in cost.candidates(dtype, precision, gpu.compute_capability(a.device.index)):
-        if names is not None and v.name not in names or point_of(v.name, params) in timed:
+        if names is not None and v.name not in names or point_of(v.name, params) in skip:
             continue
         entry: dict[str, Any] = {"variant": v.name, "params": params}
         try:
@@ -421,8 +421,8 @@ def add_candidates(rows: Sequence[dict[str, Any]], names: Collection[str], *,
             launch()
             return _error(c, expected)
 
-        before = {point_of(x["variant"], x["params"]) for x in row["candidates"]
-                  if new_points_only}
+        before = ({point_of(x["variant"], x["params"]) for x in row["candidates"]}
+                  if new_points_only else set())
         timed = _candidates(a, b, c, dtype, precision, checked,
                             TOLERANCE["cuBLAS"]["tf32" if precision else dtype],
                             row["best_ms"], repeat, flush, names, before)
