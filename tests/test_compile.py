@@ -20,6 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 import xgemm
+from xgemm.registry import PRODUCT_FAMILIES
 from xgemm.specs import C_TYPES, Spec
 
 #: Set to 1 to build every point of every sweep space and every rendered case (module
@@ -91,7 +92,8 @@ def _id(case) -> str:
                 *([f"scales_{spec.scale_a}_{spec.scale_b}"] if spec.scale_a != "none"
                   or spec.scale_b != "none" else [])]
     family = [] if v.family == "gemm" else [v.family]
-    return "-".join([*family, v.name, spec.dtype, *([layout] if not family else []),
+    products = v.family in PRODUCT_FAMILIES  # (which read A and B in a layout)
+    return "-".join([*family, v.name, spec.dtype, *([layout] if products else []),
                      *(f"{k}{v}" for k, v in point.items()),
                      *(k if v else f"not_{k}" for k, v in spec.flags), *epilogue])
 
@@ -121,14 +123,15 @@ def test_renders_plain_cuda(case):
     # no Jinja left over ("{%0, %1}" in an asm string is PTX's register list, not a tag)
     assert "{{" not in source and not re.search(r"\{%[\s+-]", source) and "#}" not in source
     # the header that says what the rung adds
-    assert source.startswith("// xgemm rung " if v.family == "gemm" else f"// xgemm {v.family} ")
+    assert source.startswith("// xgemm rung " if v.family in PRODUCT_FAMILIES
+                             else f"// xgemm {v.family} ")
     assert f"{v.kernel_name}(" in source
     for param, value in point.items():
         said = rf"({value}|{'true' if value else 'false'})" if value in (0, 1) else value
         assert re.search(rf"\b{param} = {said}\b", source, re.IGNORECASE), param
     cuda_type = xgemm.DTYPES[spec.dtype].cuda
     assert f"using T = {cuda_type};" in source
-    if v.family == "gemm":
+    if v.family in PRODUCT_FAMILIES:
         assert f"using TC = {C_TYPES[spec.c_dtype]};" in source
         assert f"A_COL = {str(spec.a_col).lower()};" in source
         assert f"B_COL = {str(spec.b_col).lower()};" in source

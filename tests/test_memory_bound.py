@@ -36,7 +36,7 @@ def _poisoned_run(run):
 
 # -- no GPU needed ----------------------------------------------------------------------------
 def test_families_and_kernel_names():
-    assert xgemm.families() == ["gemm", "transpose", "reverse", "sum", "stencil"]
+    assert xgemm.families() == ["gemm", "transpose", "reverse", "sum", "stencil", "grouped"]
     assert xgemm.variants("transpose") == ["naive", "tiled", "tiled_padded", "vectorized"]
     assert xgemm.variants("sum") == ["interleaved", "sequential", "warp_shuffle", "two_pass",
                                      "atomic"]

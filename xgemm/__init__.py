@@ -16,6 +16,7 @@ Example:
 from . import declarations as _ladder  # noqa: F401  (registers the ladder)
 from .api import AUTO, DEFAULT_VARIANT, TUNE, Launch, gemm, matmul, prepare, source
 from .compile import CompileError, PtxasReport, compile_offline
+from .grouped import grouped_matmul
 from .memory_bound import reverse, stencil3x3, sum, transpose  # noqa: A004
 from .registry import Variant, families, get_variant, variants
 from .specs import ACTIVATIONS, DTYPES, Spec
@@ -37,6 +38,7 @@ __all__ = [
     "compile_offline",
     "families",
     "get_variant",
+    "grouped_matmul",
     "matmul",
     "prepare",
     "reverse",

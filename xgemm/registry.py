@@ -124,9 +124,10 @@ class Variant:
     #: lies in the other layout is copied, by xgemm's transpose kernel, on each call (and
     #: ``prepare(...).copies`` names it); a variant named in the call reads it in place.
     transpose_first: Mapping[str, tuple[str, str]] = field(default_factory=dict)
-    #: The family it belongs to: "gemm" (the ladder), or one of the memory-bound
-    #: families of ``xgemm.memory_bound`` ("transpose", "reverse", "sum", "stencil"), whose
-    #: expressions use M and N for the rows and columns of their input.
+    #: The family it belongs to: "gemm" (the ladder), "grouped" (``xgemm.grouped_matmul``'s
+    #: rung), or one of the memory-bound families of ``xgemm.memory_bound`` ("transpose",
+    #: "reverse", "sum", "stencil"), whose expressions use M and N for the rows and columns
+    #: of their input.
     family: str = "gemm"
     #: The points ``auto`` weighs for this rung (``xgemm.cost``), each as changes to the
     #: defaults: a handful around them, for the regimes the rung serves. Empty: auto never
@@ -273,12 +274,17 @@ class Variant:
         """The specialisations the compile check builds for ``dtype``: every layout pair
         and flag combination with the plain epilogue, then each epilogue option on its own
         (the options are independent lines of the shared store code), and for 16-bit
-        inputs a float32 C. A memory-bound family's kernels have only the dtype and flags."""
+        inputs a float32 C. A memory-bound family's kernels have only the dtype and flags,
+        the grouped product's its layouts (it takes no epilogue)."""
+        a_layouts, b_layouts = self.layouts(dtype)
+        if self.family == "grouped":
+            for a_layout, b_layout in itertools.product(a_layouts, b_layouts):
+                yield Spec(dtype, a_layout == "col", b_layout == "col")
+            return
         if self.family != "gemm":
             for flags in self.flag_values():
                 yield Spec(dtype, flags=tuple(sorted(flags.items())))
             return
-        a_layouts, b_layouts = self.layouts(dtype)
         for a_layout, b_layout, flags in itertools.product(
                 a_layouts, b_layouts, list(self.flag_values())):
             yield Spec(dtype, a_layout == "col", b_layout == "col",
@@ -430,6 +436,9 @@ class Variant:
 
 
 _REGISTRY: dict[str, dict[str, Variant]] = {"gemm": {}}  # family -> name -> variant
+#: The families whose kernels multiply A by B (read in a layout each; the ladder's rung
+#: numbers): the ladder and the grouped product.
+PRODUCT_FAMILIES = ("gemm", "grouped")
 
 
 def register(variant: Variant) -> Variant:

@@ -2,7 +2,8 @@
 
 Adding a variant means a template under ``kernels/gemm/`` and one ``register(Variant(...))``
 in the module of its part of the ladder (``cuda_cores``: rungs 1-10, ``tensor_cores``:
-11-17, ``regimes``: 18 on, ``memory_bound``: the other families); the tests, the compile
+11-17, ``regimes``: 18 on, ``memory_bound``: the other families, ``grouped``: the grouped
+product); the tests, the compile
 check and the benchmark walk the registry and pick it up.
 Expressions are Python over the template's own parameter names, plus ``THREADS`` (threads
 per block) and ``BYTES`` (the size of one element of the dtype) in constraints and shared
@@ -36,3 +37,4 @@ from . import cuda_cores  # noqa: F401, I001
 from . import tensor_cores  # noqa: F401
 from . import regimes  # noqa: F401
 from . import memory_bound  # noqa: F401
+from . import grouped  # noqa: F401

@@ -1,0 +1,32 @@
+"""The grouped product (``xgemm.grouped_matmul``): G products that share N and K, each with
+its own rows of A and C, in one launch (a mixture-of-experts layer). Its own family, so
+that ``matmul``'s registry, tests and ``auto`` leave it out: a launch needs the groups'
+ends besides A, B and C.
+"""
+
+from __future__ import annotations
+
+from ..registry import Variant, register
+from .tensor_cores import WGMMA
+
+# Rung 29: rung 14 walking the tiles of every group in turn, the groups' ends read on the
+# GPU. Defaults reasoned, not yet swept: 128 x 128 tiles (a group of a few hundred rows
+# has few 128-row tiles, and 256-wide ones would leave N = 768 at three a row), four
+# stages, C staged and written a row at a time (a tensor store's box would run on into the
+# next group's rows).
+register(Variant(
+    family="grouped",
+    name="wgmma",
+    adds="rung 14 over groups of rows of A, each with its own matrix of B, in one launch:"
+         " the blocks walk every group's tiles, finding each group's rows from its end",
+    **{**WGMMA,
+       "template": "gemm/29_wgmma_grouped.cu.j2",
+       "constraints": [*WGMMA["constraints"], "TMA_STORE in (0, 2)"],
+       "defaults": {"BM": 128, "BN": 128, "CONSUMERS": 2, "STAGES": 4, "GROUP": 8,
+                    "TMA_STORE": 2},
+       "space": {"BM": [64, 128], "BN": [64, 128, 256], "CONSUMERS": [1, 2],
+                 "STAGES": [2, 3, 4, 5, 6], "GROUP": [8], "TMA_STORE": [0, 2]},
+       # one block an SM: the tiles are counted on the GPU
+       "grid": ("SMS", "1"),
+       "extra_args": ("tensor_map_a", "tensor_map_b", "tensor_map_c", "group_ends", "groups")},
+))
