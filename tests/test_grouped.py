@@ -93,32 +93,71 @@ def _hopper():
         pytest.skip("rung 29 runs on Hopper (sm_90a) only")
 
 
-def _reference(x, w, counts):
-    """The float64 loop over the groups a user would write, rows past the last group zero."""
+def _spans(ends, rows):
+    """Each group's rows as the kernel takes them: from the largest end so far (clamped to
+    A's rows) to its own end, none where its end lies before; then the rows past them."""
+    spans, start = [], 0
+    for end in ends:
+        stop = min(max(end, start), rows)
+        spans.append((start, stop))
+        start = stop
+    return spans
+
+
+def _check(got, x, w, ends, tolerance):
+    """Every group's rows against its own float64 product (a group's error is not hidden
+    in the others'), and the rows past the last group exactly zero."""
     import torch
 
-    out = torch.zeros(x.shape[0], w.shape[-1], dtype=torch.float64, device=x.device)
-    start = 0
-    for g, rows in enumerate(counts):
-        out[start:start + rows] = x[start:start + rows].double() @ w[g].double()
-        start += rows
-    return out
+    assert not torch.isnan(got).any()
+    spans = _spans(ends, x.shape[0])
+    for g, (start, stop) in enumerate(spans):
+        if stop > start:
+            ref = x[start:stop].double() @ w[g].double()
+            part = got[start:stop].double()
+            error = float(torch.linalg.norm(part - ref) / max(float(torch.linalg.norm(ref)),
+                                                              1e-30))
+            assert error < tolerance, (g, start, stop, error)
+    assert not got[spans[-1][1] if spans else 0:].any()
 
 
-def _error(c, ref):
-    import torch
-
-    return float(torch.linalg.norm(c.double() - ref) / max(torch.linalg.norm(ref), 1e-30))
-
-
+# (group sizes, or ends where "ends" is in the name; K; N; extra rows past the last end;
+# whether B may be row-major: its rows of N values must be whole 16-byte lines)
 GROUP_CASES = {
-    "empty groups": ([300, 0, 212, 1024, 7, 501, 0, 50], 2048, 768),
-    "one-row groups": ([1, 1, 1, 129, 1], 512, 256),
-    "all in one group": ([0, 0, 1000, 0], 256, 384),
-    "one group": ([517], 1024, 200),
-    "rows past the last end": ([100, 60], 256, 136),
-    "256 groups": ([(g * 37) % 53 for g in range(256)], 512, 128),
+    "empty groups": ([300, 0, 212, 1024, 7, 501, 0, 50], 2048, 768, 0, True),
+    "one-row groups": ([1, 1, 1, 129, 1], 512, 256, 0, True),
+    "all in one group": ([0, 0, 1000, 0], 256, 384, 0, True),
+    "one group": ([517], 1024, 200, 0, True),
+    "rows past the last end": ([100, 60], 256, 136, 40, True),
+    "256 groups": ([(g * 37) % 53 for g in range(256)], 512, 128, 0, True),
+    "K tail, odd N": ([90, 300, 0, 45], 200, 203, 0, False),
+    "many tiles a block": ([700, 1300, 9, 2200, 0, 1500, 2000, 333], 320, 1024, 50, True),
+    "unsorted ends": ("ends", [100, 50, 400, 380, 9999], 128, 64, 0, True),
 }
+
+
+def _case(name):
+    case = GROUP_CASES[name]
+    if case[0] == "ends":
+        ends, k, n, _, b_row = case[1:]
+        return ends, 450, k, n, b_row  # A's rows: the ends past them clamp to 450
+    counts, k, n, extra, b_row = case
+    ends = [sum(counts[:g + 1]) for g in range(len(counts))]
+    return ends, sum(counts) + extra, k, n, b_row
+
+
+def _operands(torch, rows, k, n, groups, dtype, b_k_major, a_col=False, seed=7):
+    gen = torch.Generator("cuda").manual_seed(seed)
+    dt = getattr(torch, dtype)
+    if a_col:
+        x = torch.randn(k, rows, device="cuda", dtype=dt, generator=gen).t()
+    else:
+        x = torch.randn(rows, k, device="cuda", dtype=dt, generator=gen)
+    if b_k_major:
+        w = torch.randn(groups, n, k, device="cuda", dtype=dt, generator=gen).transpose(1, 2)
+    else:
+        w = torch.randn(groups, k, n, device="cuda", dtype=dt, generator=gen)
+    return x, w
 
 
 @pytest.mark.gpu
@@ -126,29 +165,39 @@ GROUP_CASES = {
 @pytest.mark.parametrize("b_k_major", [False, True], ids=["B_row", "B_col"])
 @pytest.mark.parametrize("case", list(GROUP_CASES), ids=list(GROUP_CASES))
 def test_grouped_matches_a_float64_loop(case, b_k_major, dtype):
-    """Every group's rows against a float64 loop, the result's memory poisoned with NaN
+    """Every group against its float64 product, the result's memory poisoned with NaN
     first (the caching allocator hands the freed block back), so a row never written or
-    written twice by the wrong group shows."""
+    written by the wrong group shows."""
     torch = pytest.importorskip("torch")
     _hopper()
-    counts, k, n = GROUP_CASES[case]
-    extra = 40 if case == "rows past the last end" else 0
-    rows = sum(counts) + extra
-    dt = getattr(torch, dtype)
-    gen = torch.Generator("cuda").manual_seed(7)
-    x = torch.randn(rows, k, device="cuda", dtype=dt, generator=gen)
-    if b_k_major:
-        w = torch.randn(len(counts), n, k, device="cuda", dtype=dt, generator=gen).transpose(1, 2)
-    else:
-        w = torch.randn(len(counts), k, n, device="cuda", dtype=dt, generator=gen)
-    ends = torch.tensor(counts, device="cuda").cumsum(0).int()
-    poison = torch.full((rows, n), float("nan"), device="cuda", dtype=dt)
+    ends, rows, k, n, b_row = _case(case)
+    if not (b_k_major or b_row):
+        pytest.skip("B's rows of N values are not whole 16-byte lines: TMA cannot read them")
+    x, w = _operands(torch, rows, k, n, len(ends), dtype, b_k_major)
+    offs = torch.tensor(ends, device="cuda", dtype=torch.int32)
+    poison = torch.full((rows, n), float("nan"), device="cuda", dtype=x.dtype)
     del poison
-    got = xgemm.grouped_matmul(x, w, offs=ends)
-    assert got.shape == (rows, n) and got.dtype == dt
-    assert _error(got, _reference(x, w, counts)) < TOLERANCE[dtype]
-    if extra:
-        assert not got[sum(counts):].any()
+    got = xgemm.grouped_matmul(x, w, offs=offs)
+    assert got.shape == (rows, n) and got.dtype == x.dtype
+    _check(got, x, w, ends, TOLERANCE[dtype])
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("params", [{}, {"TMA_STORE": 0}, {"BM": 64, "CONSUMERS": 1,
+                                                          "STAGES": 6}],
+                         ids=["defaults", "C_from_registers", "BM64"])
+@pytest.mark.parametrize("a_col", [False, True], ids=["A_row", "A_col"])
+def test_grouped_points_and_a_column_major_a(params, a_col):
+    """Other points of the rung (C stored from registers, 64-row tiles of one consumer)
+    and A read column-major (a transposed view), with K-major B, on tiles enough that each
+    block walks several groups."""
+    torch = pytest.importorskip("torch")
+    _hopper()
+    ends, rows, k, n, _ = _case("many tiles a block")
+    x, w = _operands(torch, rows, k, n, len(ends), "bfloat16", True, a_col=a_col)
+    got = xgemm.grouped_matmul(x, w, offs=torch.tensor(ends, device="cuda",
+                                                        dtype=torch.int32), params=params)
+    _check(got, x, w, ends, TOLERANCE["bfloat16"])
 
 
 @pytest.mark.gpu
@@ -194,7 +243,7 @@ def test_grouped_graph_replays_with_other_group_sizes():
         ends.copy_(torch.tensor(counts).cumsum(0).int())
         graph.replay()
         torch.cuda.synchronize()
-        assert _error(out, _reference(x, w, counts)) < TOLERANCE["bfloat16"]
+        _check(out, x, w, [sum(counts[:g + 1]) for g in range(8)], TOLERANCE["bfloat16"])
 
 
 @pytest.mark.gpu
@@ -204,4 +253,6 @@ def test_grouped_without_offs_is_the_batched_product():
     a = torch.randn(3, 100, 64, device="cuda", dtype=torch.bfloat16, generator=gen)
     b = torch.randn(3, 64, 48, device="cuda", dtype=torch.bfloat16, generator=gen)
     got = xgemm.grouped_matmul(a, b)
-    assert _error(got, a.double() @ b.double()) < TOLERANCE["bfloat16"]
+    ref = a.double() @ b.double()
+    assert float(torch.linalg.norm(got.double() - ref) / torch.linalg.norm(ref)) < \
+        TOLERANCE["bfloat16"]

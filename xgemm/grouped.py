@@ -6,7 +6,8 @@ mixture-of-experts layer: each expert's tokens by that expert's weights), with
   A's rows ``offs[g - 1]:offs[g]`` (from 0 for g = 0) times ``B[g]``, into the same rows
   of the (T x N) result. Rows past ``offs[-1]`` come out as zeros. The ends are read on
   the GPU only, so nothing waits for it and a CUDA graph replays the call with other
-  group sizes (an end before the one before it makes an empty group; one past T, T).
+  group sizes. Each group starts where the largest end before it lies: an end below that
+  gives its group no rows, and one past T counts as T.
   Rung 29 (``kernels/gemm/29_wgmma_grouped.cu.j2``) on Hopper, 16-bit operands.
 - A and B both 3-D, no ``offs``: the batched product, which ``xgemm.matmul`` runs.
 
