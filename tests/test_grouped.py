@@ -7,7 +7,7 @@ import pytest
 from conftest import TOLERANCE
 
 import xgemm
-from xgemm.checks.grouped import Operand, check_grouped
+from xgemm.checks.grouped import Operand, check_grouped, check_grouped_k
 
 
 def op(shape, strides, dtype="bfloat16", ptr=0):
@@ -71,11 +71,19 @@ def test_grouped_refuses_what_it_does_not_do_yet(kwargs, match):
         xgemm.grouped_matmul(object(), object(), object(), **kwargs)
 
 
-def test_grouped_along_k_is_not_yet_supported():
-    torch = pytest.importorskip("torch")
-    with pytest.raises(NotImplementedError, match="groups along K"):
-        xgemm.grouped_matmul(torch.ones(8, 16), torch.ones(16, 4),
-                             offs=torch.tensor([16], dtype=torch.int32))
+@pytest.mark.parametrize("a, b, ends, match", [
+    (op((64, 96), (192, 2)), contiguous((96, 32)), contiguous((4,), "int32"),
+     "reads A column-major and B row-major"),
+    (op((64, 96), (2, 128)), op((96, 32), (2, 192)), contiguous((4,), "int32"),
+     "reads A column-major and B row-major"),
+    (op((64, 96), (2, 128)), contiguous((90, 32)), contiguous((4,), "int32"),
+     "A has 96 columns .* and B 90 rows"),
+    (op((60, 96), (2, 120)), contiguous((96, 32)), contiguous((4,), "int32"),
+     "A's columns are 60 bfloat16 values apart"),
+])
+def test_bad_operands_along_k_are_refused_with_the_fix(a, b, ends, match):
+    with pytest.raises(ValueError, match=match):
+        check_grouped_k(a, b, ends)
 
 
 def test_grouped_needs_gpu_arrays():
@@ -246,6 +254,48 @@ def test_grouped_graph_replays_with_other_group_sizes():
         _check(out, x, w, [sum(counts[:g + 1]) for g in range(8)], TOLERANCE["bfloat16"])
 
 
+# groups along K: (group sizes in tokens, M, N)
+ALONG_K_CASES = {
+    "empty groups, tails": ([300, 0, 212, 1000, 7, 501, 0, 50], 256, 192),
+    "one-token groups": ([1, 1, 65, 1, 1], 128, 128),
+    "all in one group": ([0, 0, 1000, 0], 320, 136),
+    "tokens past the last end": ([100, 60, 200], 128, 256),
+}
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("params", [{}, {"TMA_STORE": 0}, {"TMA_STORE": 2},
+                                    {"BM": 64, "CONSUMERS": 1, "STAGES": 6}],
+                         ids=["defaults", "C_from_registers", "C_lined", "BM64"])
+@pytest.mark.parametrize("case", list(ALONG_K_CASES), ids=list(ALONG_K_CASES))
+def test_grouped_along_k_matches_a_float64_loop(case, params):
+    """The weight gradient's products: each group's matrix against its float64 product
+    over its own tokens (a group's last slot holds the next group's tokens, which must
+    count as zeros), a group with no tokens exactly zero; NaN-poisoned first."""
+    torch = pytest.importorskip("torch")
+    _hopper()
+    counts, m, n = ALONG_K_CASES[case]
+    extra = 37 if case == "tokens past the last end" else 0
+    tokens = sum(counts) + extra
+    gen = torch.Generator("cuda").manual_seed(13)
+    x = torch.randn(tokens, m, device="cuda", dtype=torch.bfloat16, generator=gen)
+    dy = torch.randn(tokens, n, device="cuda", dtype=torch.bfloat16, generator=gen)
+    ends = torch.tensor(counts, device="cuda").cumsum(0).int()
+    poison = torch.full((len(counts), m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
+    del poison
+    got = xgemm.grouped_matmul(x.t(), dy, offs=ends, params=params)
+    assert got.shape == (len(counts), m, n)
+    start = 0
+    for g, size in enumerate(counts):
+        if size == 0:
+            assert not got[g].any(), g
+        else:
+            ref = x[start:start + size].double().t() @ dy[start:start + size].double()
+            error = float(torch.linalg.norm(got[g].double() - ref) / torch.linalg.norm(ref))
+            assert error < TOLERANCE["bfloat16"], (g, error)
+        start += size
+
+
 @pytest.mark.gpu
 def test_grouped_without_offs_is_the_batched_product():
     torch = pytest.importorskip("torch")
@@ -256,3 +306,62 @@ def test_grouped_without_offs_is_the_batched_product():
     ref = a.double() @ b.double()
     assert float(torch.linalg.norm(got.double() - ref) / torch.linalg.norm(ref)) < \
         TOLERANCE["bfloat16"]
+
+
+# -- the PyTorch operator's backward, on the CPU ------------------------------------------------
+def _spans_k(ends, tokens):
+    """Along K, group g's tokens: from the end before it to its own, within the tokens."""
+    spans, start = [], 0
+    for end in ends:
+        start = min(max(start, 0), tokens)
+        stop = min(max(end, start), tokens)
+        spans.append((start, stop))
+        start = end
+    return spans
+
+
+@pytest.fixture
+def grouped_cpu_reference():
+    """The grouped operator on CPU tensors, a loop over the groups as each rung defines
+    them, so that gradcheck can check the backward's formulas (made of the operator
+    itself) where there is no GPU."""
+    torch = pytest.importorskip("torch")
+    import xgemm.torch  # noqa: F401  (registers the operator)
+
+    def reference(a, b, offs, tiles):
+        ends = offs.tolist()
+        if b.dim() == 3:
+            out = a.new_zeros(a.shape[0], b.shape[-1])
+            for g, (start, stop) in enumerate(_spans(ends, a.shape[0])):
+                out[start:stop] = a[start:stop] @ b[g]
+            return out
+        out = a.new_zeros(len(ends), a.shape[0], b.shape[1])
+        for g, (start, stop) in enumerate(_spans_k(ends, a.shape[1])):
+            out[g] = a[:, start:stop] @ b[start:stop]
+        return out
+
+    library = torch.library.Library("xgemm", "IMPL")
+    library.impl("grouped_mm", reference, "CPU")
+    yield torch
+    library._destroy()
+
+
+@pytest.mark.parametrize("along_k", [False, True], ids=["groups_of_rows", "groups_along_k"])
+def test_grouped_backward_formulas(grouped_cpu_reference, along_k):
+    """gradcheck (float64) of A and B through xgemm.torch.grouped_mm: empty groups and
+    rows past the last end included."""
+    torch = grouped_cpu_reference
+    import xgemm.torch as xt
+
+    generator = torch.Generator().manual_seed(0)
+
+    def rand(*shape):
+        return torch.randn(*shape, generator=generator, dtype=torch.float64,
+                           requires_grad=True)
+
+    ends = torch.tensor([3, 3, 7, 12], dtype=torch.int32)  # 14 tokens: two past the end
+    if along_k:
+        a, b = rand(5, 14), rand(14, 6)
+    else:
+        a, b = rand(14, 5), rand(4, 5, 6)
+    assert torch.autograd.gradcheck(lambda a, b: xt.grouped_mm(a, b, ends), (a, b))

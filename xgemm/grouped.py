@@ -8,8 +8,14 @@ mixture-of-experts layer: each expert's tokens by that expert's weights), with
   the GPU only, so nothing waits for it and a CUDA graph replays the call with other
   group sizes. Each group starts where the largest end before it lies: an end below that
   gives its group no rows, and one past T counts as T.
-  Rung 29 (``kernels/gemm/29_wgmma_grouped.cu.j2``) on Hopper, 16-bit operands.
+  Rung 29 (``kernels/gemm/29_wgmma_grouped.cu.j2``).
+- A 2-D (M x T) and B 2-D (T x N) with ``offs`` along T (the weight gradient: A = X^T,
+  B = dY): group g sums over tokens ``offs[g - 1]:offs[g]`` into matrix g of the
+  (G x M x N) result; a group with no tokens gives zeros. Rung 30
+  (``kernels/gemm/30_wgmma_grouped_k.cu.j2``), A column-major and B row-major.
 - A and B both 3-D, no ``offs``: the batched product, which ``xgemm.matmul`` runs.
+
+Both rungs run on Hopper, on float16 or bfloat16 operands; C is in their dtype.
 
 A signature's plan (the kernel, its launch geometry and sizes) is made once and kept;
 later calls look it up and launch.
@@ -23,7 +29,14 @@ from typing import Any
 
 from . import gpu
 from .checks import check_arch, check_device_limits, dtype_name, on_gpu
-from .checks.grouped import TMA_ALIGNMENT, GroupedShapes, Operand, check_grouped
+from .checks.grouped import (
+    ITEM,
+    TMA_ALIGNMENT,
+    GroupedShapes,
+    Operand,
+    check_grouped,
+    check_grouped_k,
+)
 from .compile import get_kernel
 from .frameworks import framework, pointer, torch_raw_stream
 from .kernel_args import Arguments, geometry, packed
@@ -31,10 +44,10 @@ from .launch import empty_map, enqueue, tensor_map
 from .registry import Variant, get_variant
 from .specs import Spec
 
-__all__ = ["grouped_matmul"]
+__all__ = ["grouped_matmul", "grouped_product"]
 
-#: The grouped product's rung (family "grouped").
-GROUPED_VARIANT = "wgmma"
+#: The grouped products' rungs (family "grouped"): groups of A's rows, groups along K.
+GROUPED_VARIANTS = {False: "wgmma", True: "wgmma_k"}
 
 
 @dataclass(frozen=True)
@@ -46,7 +59,7 @@ class GroupedPlan:
     shapes: GroupedShapes
     device: int
     launch: tuple       # the function, grid, block and shared memory (kernel_args.geometry)
-    sizes: tuple        # T, N, K, leading dimensions, batch strides, alpha, beta; G
+    sizes: tuple        # M, N, K, leading dimensions, batch strides, alpha, beta; G
 
 
 def grouped_matmul(a: Any, b: Any, offs: Any = None, *, bias: Any = None,
@@ -55,9 +68,11 @@ def grouped_matmul(a: Any, b: Any, offs: Any = None, *, bias: Any = None,
 
     ``a``, ``b`` and ``offs`` are CuPy arrays or PyTorch tensors of one framework, on one
     GPU; the result is of that framework, in A's dtype, made on the current stream.
-    ``params``: the rung's parameters (``xgemm.get_variant("wgmma", "grouped")``), for
-    sweeps. ``bias`` and ``out_dtype`` are not supported yet (ValueError), nor a 2-D B
-    (the weight gradient's groups along K; NotImplementedError).
+    PyTorch tensors that require grad (grad mode on), or a call that ``torch.compile``
+    traces, go through ``xgemm.torch.grouped_mm``: differentiable in ``a`` and ``b``.
+    ``params``: the rung's parameters (``xgemm.get_variant("wgmma", "grouped")``, or
+    ``"wgmma_k"`` along K), for sweeps. ``bias`` and ``out_dtype`` are not supported yet
+    (ValueError).
 
     Example (a router's 8 experts, their tokens one after another):
         >>> import torch, xgemm
@@ -80,10 +95,29 @@ def grouped_matmul(a: Any, b: Any, offs: Any = None, *, bias: Any = None,
         from .api import matmul
 
         return matmul(a, b, params=params)
-    if ndims == (2, 2):
-        raise NotImplementedError(
-            "grouped_matmul of 2-D A by 2-D B (groups along K: the weight gradient) is not "
-            "supported yet: multiply each group with xgemm.matmul")
+    if _differentiable(a, b):
+        from .torch import grouped_mm
+
+        return grouped_mm(a, b, offs, **(params or {}))
+    return grouped_product(a, b, offs, params)
+
+
+def _differentiable(a: Any, b: Any) -> bool:
+    """Whether the call goes through PyTorch's operator (``xgemm.torch.grouped_mm``):
+    PyTorch tensors that autograd records, or traced by ``torch.compile``."""
+    if framework(type(a)) != "torch":
+        return False
+    import torch
+
+    return torch.compiler.is_compiling() or torch.is_grad_enabled() and (
+        a.requires_grad or b.requires_grad)
+
+
+def grouped_product(a: Any, b: Any, offs: Any, params: dict[str, int] | None = None) -> Any:
+    """The grouped product of :func:`grouped_matmul` with ``offs`` given, outside
+    autograd: checked, planned once per signature, launched. ``xgemm.torch``'s operator
+    runs it."""
+    ndims = (len(a.shape), len(b.shape))
     for name, x in (("a", a), ("b", b), ("offs", offs)):
         if not on_gpu(x):
             raise TypeError(f"{name} is not a GPU array: xgemm multiplies CuPy arrays or CUDA "
@@ -92,12 +126,9 @@ def grouped_matmul(a: Any, b: Any, offs: Any = None, *, bias: Any = None,
     if len(kinds) != 1 or None in kinds:
         raise TypeError("a, b and offs must all be CuPy arrays or all PyTorch tensors")
     kind = kinds.pop()
-    if kind == "torch" and any(getattr(x, "requires_grad", False) for x in (a, b)):
-        raise ValueError("grouped_matmul records no gradient yet: call it under "
-                         "torch.no_grad() or on detached tensors")
     ops = tuple(_operand(x, kind) for x in (a, b, offs))
     device = _device(a, b, offs, kind)
-    plan = _plan(*ops, device, tuple(sorted((params or {}).items())))
+    plan = _plan(*ops, ndims == (2, 2), device, tuple(sorted((params or {}).items())))
     return _run(plan, a, b, offs, kind)
 
 
@@ -121,43 +152,42 @@ def _device(a: Any, b: Any, offs: Any, kind: str) -> int:
 
 
 @functools.lru_cache(maxsize=512)
-def _plan(a: Operand, b: Operand, ends: Operand, device: int,
+def _plan(a: Operand, b: Operand, ends: Operand, along_k: bool, device: int,
           params: tuple[tuple[str, int], ...]) -> GroupedPlan:
     """Check a signature and plan it, once (the operands' addresses count only by how far
     past a 16-byte boundary they lie)."""
-    shapes = check_grouped(a, b, ends)
-    v = get_variant(GROUPED_VARIANT, "grouped")
+    shapes = (check_grouped_k if along_k else check_grouped)(a, b, ends)
+    v = get_variant(GROUPED_VARIANTS[along_k], "grouped")
     p = v.resolve(dict(params), shapes.dtype)
     check_arch(v, shapes.dtype, device)
     smem = check_device_limits(v, p, shapes.dtype, device)
     spec = Spec(shapes.dtype, shapes.a.col, shapes.b.col)
-    grid, block = v.launch(p, shapes.rows, shapes.n, gpu.multiprocessors(device))
+    grid, block = v.launch(p, shapes.m, shapes.n, gpu.multiprocessors(device))
     import cupy
 
     with cupy.cuda.Device(device):  # compiled (or found) and loaded on the call's GPU
         function = get_kernel(v.name, p, spec, device, family="grouped").kernel
     launch = geometry(function, grid, block, smem)
+    c_matrix = shapes.m * shapes.n if along_k else 0  # elements from one C to the next
     sizes = packed("iiiiiiqqqffi", (
-        shapes.rows, shapes.n, shapes.k, shapes.a.ld, shapes.b.ld, shapes.n, 0,
-        shapes.b.batch_stride, 0, 1.0, 0.0, shapes.groups))
+        shapes.m, shapes.n, shapes.k, shapes.a.ld, shapes.b.ld, shapes.n, 0,
+        shapes.b.batch_stride, c_matrix, 1.0, 0.0, shapes.groups))
     return GroupedPlan(v, p, shapes, device, launch, sizes)
 
 
-def _maps(plan: GroupedPlan, ptr_a: int, ptr_b: int) -> tuple:
-    """A's and B's tensor maps (encoded once per address, ``xgemm.launch.tensor_map``):
-    A as one T x K matrix, B as G matrices of K x N, each in boxes of the rung's tile."""
-    s, item = plan.shapes, 2
-    row = 128 // item  # values in a 128-byte swizzled row
-    maps = []
-    for ptr, layout, rows, cols, count, box, k_contiguous in (
-            (ptr_a, s.a, s.rows, s.k, 1, plan.variant.tma_box("a", plan.params), not s.a.col),
-            (ptr_b, s.b, s.k, s.n, s.groups, plan.variant.tma_box("b", plan.params), s.b.col)):
-        inner, outer = (rows, cols) if layout.col else (cols, rows)
-        stride = layout.batch_stride if count > 1 else layout.ld * outer
-        maps.append(tensor_map(ptr, s.dtype, (inner, outer, count),
-                               (layout.ld * item, stride * item),
-                               (row, box if k_contiguous else row, 1)))
-    return tuple(maps)
+def _map(plan: GroupedPlan, operand: str, ptr: int, col: bool, rows: int, cols: int, ld: int,
+         count: int = 1, matrix: int = 0):
+    """The tensor map of ``operand`` (encoded once per address, ``xgemm.launch.tensor_map``):
+    ``count`` matrices of rows x cols, ``matrix`` elements apart, ``ld`` apart a line, in
+    boxes of the rung's tile (a K-major operand: box rows of 128 bytes; an MN-major one:
+    boxes 128 bytes wide, 128 bytes of K deep; C: a consumer's rows)."""
+    row = 128 // ITEM  # values in a 128-byte swizzled row
+    k_contiguous = {"a": not col, "b": col, "c": True}[operand]
+    inner, outer = (rows, cols) if col else (cols, rows)
+    box = plan.variant.tma_box(operand, plan.params)
+    return tensor_map(ptr, plan.shapes.dtype, (inner, outer, count),
+                      (ld * ITEM, (matrix if count > 1 else ld * outer) * ITEM),
+                      (row, box if k_contiguous else row, 1))
 
 
 def _run(plan: GroupedPlan, a: Any, b: Any, offs: Any, kind: str) -> Any:
@@ -169,22 +199,26 @@ def _run(plan: GroupedPlan, a: Any, b: Any, offs: Any, kind: str) -> Any:
         with cupy.cuda.Device(plan.device):
             return _run(plan, a, b, offs, kind)
     s = plan.shapes
-    empty = 0 in (s.rows, s.n, s.k, s.groups)  # nothing to multiply: zeros, if any rows
+    shape = (s.groups, s.m, s.n) if s.along_k else (s.m, s.n)
+    # nothing to multiply: zeros (no tokens, or no groups), or no result at all
+    empty = 0 in (s.m, s.n, s.k, s.groups)
     if kind == "torch":
         import torch
 
-        result = (torch.zeros if empty else torch.empty)((s.rows, s.n), dtype=a.dtype,
-                                                         device=a.device)
+        result = (torch.zeros if empty else torch.empty)(shape, dtype=a.dtype, device=a.device)
         stream = torch_raw_stream()(plan.device)
     else:
-        result = (cupy.zeros if empty else cupy.empty)((s.rows, s.n), a.dtype)
+        result = (cupy.zeros if empty else cupy.empty)(shape, a.dtype)
         stream = cupy.cuda.get_current_stream().ptr
     if empty:
         return result
-    ptr_a, ptr_b = pointer(a), pointer(b)
-    map_a, map_b = _maps(plan, ptr_a, ptr_b)
-    args = Arguments([ptr_a, ptr_b, pointer(result), *plan.sizes[:9], 0, *plan.sizes[9:11],
-                      map_a, map_b, empty_map(), pointer(offs), plan.sizes[11]])
+    ptr_a, ptr_b, ptr_c = pointer(a), pointer(b), pointer(result)
+    maps = (_map(plan, "a", ptr_a, s.a.col, s.m, s.k, s.a.ld),
+            _map(plan, "b", ptr_b, s.b.col, s.k, s.n, s.b.ld, s.groups if not s.along_k else 1,
+                 s.b.batch_stride),
+            _map(plan, "c", ptr_c, False, s.m, s.n, s.n, s.groups, s.m * s.n)
+            if s.along_k and plan.variant.tma_box("c", plan.params) else empty_map())
+    args = Arguments([ptr_a, ptr_b, ptr_c, *plan.sizes[:9], 0, *plan.sizes[9:11], *maps,
+                      pointer(offs), plan.sizes[11]])
     enqueue(plan.launch, args, stream)
     return result
-

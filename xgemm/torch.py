@@ -29,9 +29,10 @@ from torch.autograd.function import once_differentiable
 
 from . import api
 from .checks import matmul_shapes
+from .grouped import grouped_product
 from .specs import ACTIVATIONS
 
-__all__ = ["Linear", "linear", "matmul", "swap_linears"]
+__all__ = ["Linear", "grouped_mm", "linear", "matmul", "swap_linears"]
 
 
 def _tiles_text(params: dict[str, int]) -> str:
@@ -336,3 +337,75 @@ def swap_linears(model: torch.nn.Module,
         setattr(parent, child_name, Linear.from_linear(child, variant=variant))
     return model
 
+
+# -- the grouped product ----------------------------------------------------------------------
+def _grouped_launch(a: torch.Tensor, b: torch.Tensor, offs: torch.Tensor, tiles: str
+                    ) -> torch.Tensor:
+    return grouped_product(a, b, offs, _tiles(tiles))
+
+
+_grouped = torch.library.custom_op("xgemm::grouped_mm", mutates_args=(),
+                                   device_types="cuda")(_grouped_launch)
+
+
+@_grouped.register_fake
+def _(a: torch.Tensor, b: torch.Tensor, offs: torch.Tensor, tiles: str) -> torch.Tensor:
+    if b.dim() == 3:  # groups of A's rows: A's rows by N
+        return a.new_empty(a.shape[0], b.shape[-1])
+    return a.new_empty(offs.shape[0], a.shape[0], b.shape[1])  # along K: a matrix a group
+
+
+def _grouped_setup(ctx, inputs, output) -> None:
+    a, b, offs, _ = inputs
+    ctx.save_for_backward(a, b, offs)
+
+
+def _grouped_backward(ctx, grad: torch.Tensor):
+    """Both gradients by the grouped products themselves, each in the layout its rung
+    reads (the tile parameters were the forward's: the backward takes the defaults).
+    Groups of rows, C = A_g B_g: dA = dC_g B_g^T (rows again), dB_g = A_g^T dC_g (along
+    K). Along K, C_g = A_g B_g over the group's tokens: dA^T = B dC_g^T and dB = A^T dC_g,
+    both groups of rows."""
+    a, b, offs = ctx.saved_tensors
+    grad = grad.contiguous()
+    op = torch.ops.xgemm.grouped_mm
+    da = db = None
+    if b.dim() == 3:
+        if ctx.needs_input_grad[0]:
+            da = op(grad, b.transpose(-2, -1), offs, "")
+        if ctx.needs_input_grad[1]:
+            db = op(a.contiguous().t(), grad, offs, "")
+    else:
+        if ctx.needs_input_grad[0]:
+            da = op(b.contiguous(), grad.transpose(-2, -1), offs, "").t()
+        if ctx.needs_input_grad[1]:
+            db = op(a.t().contiguous(), grad, offs, "")
+    return da, db, None, None
+
+
+_grouped.register_autograd(_grouped_backward, setup_context=_grouped_setup)
+
+
+def grouped_mm(a: torch.Tensor, b: torch.Tensor, offs: torch.Tensor, **params: int
+               ) -> torch.Tensor:
+    """``xgemm.grouped_matmul`` with ``offs`` as a PyTorch operator: differentiable in
+    ``a`` and ``b`` through the grouped products themselves, traced by ``torch.compile``,
+    captured in CUDA graphs (the ends stay on the GPU). Cast as ``torch.matmul`` is under
+    ``torch.autocast``.
+
+    Example (a mixture-of-experts layer's up-projection, trained):
+        >>> x = torch.randn(4096, 2048, device="cuda", dtype=torch.bfloat16,
+        ...                 requires_grad=True)  # doctest: +SKIP
+        >>> w = torch.randn(8, 2048, 768, device="cuda", dtype=torch.bfloat16,
+        ...                 requires_grad=True)  # doctest: +SKIP
+        >>> ends = torch.arange(1, 9, device="cuda", dtype=torch.int32) * 512  # doctest: +SKIP
+        >>> xgemm.torch.grouped_mm(x, w, ends).sum().backward()  # doctest: +SKIP
+        >>> w.grad.shape  # doctest: +SKIP
+        torch.Size([8, 2048, 768])
+    """
+    a, b = _autocast(a, b)
+    tiles = _tiles_text(params)
+    recording = torch.is_grad_enabled() and (a.requires_grad or b.requires_grad)
+    if recording or torch.compiler.is_compiling():
+        return torch.ops.xgemm.grouped_mm(a, b, offs, tiles)
+    return grouped_product(a, b, offs, params)

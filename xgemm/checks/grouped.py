@@ -15,6 +15,8 @@ from .arguments import INT_MAX, Layout, layout_of
 GROUPED_DTYPES = ("float16", "bfloat16")
 #: TMA reads rows (and matrices) that start on 16-byte boundaries.
 TMA_ALIGNMENT = 16
+#: Bytes a value (both dtypes are 16-bit).
+ITEM = 2
 
 
 @dataclass(frozen=True)
@@ -30,32 +32,23 @@ class Operand:
 
 @dataclass(frozen=True)
 class GroupedShapes:
-    """A checked grouped product: A's T rows of K, G matrices of K x N in B, and how A and
-    B lie (B's ``batch_stride``: elements from one group's matrix to the next)."""
+    """A checked grouped product of M x K by K x N matrices, G groups of them, and how A
+    and B lie. Groups of A's rows (``along_k`` False): A is the groups' M rows one after
+    another, B G matrices (its ``batch_stride``: elements from one to the next), C M x N.
+    Groups along K: A (M x K) and B (K x N) hold the groups' K one after another, C is G
+    matrices of M x N."""
 
-    rows: int
+    m: int
     n: int
     k: int
     groups: int
     dtype: str
     a: Layout
     b: Layout
+    along_k: bool = False
 
 
-def check_grouped(a: Operand, b: Operand, ends: Operand) -> GroupedShapes:
-    """ValueError (or TypeError) naming the problem and its fix, before anything is
-    compiled or launched, unless ``a`` (T x K) can be multiplied group by group by ``b``
-    (G x K x N) with the groups' ``ends`` (G int32 values).
-
-    >>> op = lambda shape, strides, dtype="bfloat16": Operand(shape, strides, dtype, 1 << 20)
-    >>> check_grouped(op((96, 64), (128, 2)), op((4, 64, 32), (4096, 64, 2)),
-    ...               op((4,), (4,), "int32")).groups
-    4
-    """
-    if len(a.shape) != 2 or len(b.shape) != 3:
-        raise ValueError(
-            f"grouped_matmul with group ends multiplies a 2-D A (tokens x K) by a 3-D B "
-            f"(groups x K x N); got A of shape {a.shape} and B of shape {b.shape}")
+def _check_kinds(a: Operand, b: Operand, ends: Operand) -> None:
     if a.dtype != b.dtype or a.dtype not in GROUPED_DTYPES:
         raise TypeError(
             f"grouped_matmul multiplies float16 or bfloat16 operands of one dtype; got A "
@@ -64,6 +57,55 @@ def check_grouped(a: Operand, b: Operand, ends: Operand) -> GroupedShapes:
         raise TypeError(
             f"the group ends (offs) must be a 1-D int32 array, as F.grouped_mm takes them; got "
             f"{ends.dtype} of shape {ends.shape}: pass offs.int() (or offs.astype('int32'))")
+    if ends.strides and ends.strides[0] != 4 and ends.shape[0] > 1:
+        raise ValueError("the group ends (offs) must be contiguous: pass offs.contiguous()")
+
+
+def _layouts(a: Operand, b: Operand) -> tuple[Layout, Layout]:
+    """How A and B lie (row- or column-major in their last two dimensions)."""
+    found = []
+    for name, x in (("A", a), ("B", b)):
+        layout = layout_of(x.shape, x.strides, ITEM)
+        if layout is None:
+            raise ValueError(
+                f"{name} (shape {x.shape}, byte strides {x.strides}) is neither row- nor "
+                f"column-major in its last two dimensions: pass a contiguous copy")
+        found.append(layout)
+    return found[0], found[1]
+
+
+def _check_alignment(a: Operand, b: Operand, layouts: tuple[Layout, Layout], dtype: str) -> None:
+    """TMA reads lines (and matrices) that start on 16-byte boundaries."""
+    for name, layout, x in (("A", layouts[0], a), ("B", layouts[1], b)):
+        line = "column" if layout.col else "row"
+        if x.ptr % TMA_ALIGNMENT or (layout.ld * ITEM) % TMA_ALIGNMENT or (
+                layout.batch_stride * ITEM) % TMA_ALIGNMENT:
+            raise ValueError(
+                f"grouped_matmul reads A and B by TMA, whose lines must start on 16-byte "
+                f"boundaries: {name}'s {line}s are {layout.ld} {dtype} values apart "
+                f"({layout.ld * ITEM} bytes)"
+                + (f", its matrices {layout.batch_stride}" if layout.batch_stride else "")
+                + f", and it starts {x.ptr % TMA_ALIGNMENT} bytes past a boundary; pad its "
+                "rows to a multiple of 8 values (a copy into a wider array), or multiply "
+                "each group with xgemm.matmul")
+
+
+def check_grouped(a: Operand, b: Operand, ends: Operand) -> GroupedShapes:
+    """ValueError (or TypeError) naming the problem and its fix, before anything is
+    compiled or launched, unless ``a`` (T x K) can be multiplied group by group by ``b``
+    (G x K x N) with the groups' ``ends`` (G int32 values).
+
+    >>> op = lambda shape, strides, dtype="bfloat16": Operand(shape, strides, dtype, 0)
+    >>> check_grouped(op((96, 64), (128, 2)), op((4, 64, 32), (4096, 64, 2)),
+    ...               op((4,), (4,), "int32")).groups
+    4
+    """
+    if len(a.shape) != 2 or len(b.shape) != 3:
+        raise ValueError(
+            f"grouped_matmul with group ends multiplies a 2-D A (tokens x K) by a 3-D B "
+            f"(groups x K x N), or a 2-D A (M x tokens) by a 2-D B (tokens x N); got A of "
+            f"shape {a.shape} and B of shape {b.shape}")
+    _check_kinds(a, b, ends)
     rows, k = a.shape
     groups, k_b, n = b.shape
     if k_b != k:
@@ -72,34 +114,45 @@ def check_grouped(a: Operand, b: Operand, ends: Operand) -> GroupedShapes:
     if ends.shape[0] != groups:
         raise ValueError(f"B holds {groups} matrices (groups) and offs {ends.shape[0]} ends: "
                          "one end a group")
-    if max(rows, n, k, groups) > INT_MAX:
-        raise ValueError(f"grouped_matmul takes extents up to {INT_MAX}; got T = {rows}, "
-                         f"N = {n}, K = {k}, G = {groups}")
-    if ends.strides[0] != 4 and groups > 1:
-        raise ValueError("the group ends (offs) must be contiguous: pass offs.contiguous()")
-    item = 2
-    a_layout = layout_of(a.shape, a.strides, item)
-    b_layout = layout_of(b.shape, b.strides, item)
-    for name, layout, x in (("A", a_layout, a), ("B", b_layout, b)):
-        if layout is None:
+    _check_extents(rows, n, k, groups)
+    layouts = _layouts(a, b)
+    if 0 not in (rows, n, k, groups):  # (nothing read: no alignment to ask for)
+        _check_alignment(a, b, layouts, a.dtype)
+        if layouts[1].batch_stride == 0 and groups > 1:
+            raise ValueError("B's groups share one matrix (a broadcast): multiply A by it "
+                             "with xgemm.matmul instead")
+    return GroupedShapes(rows, n, k, groups, a.dtype, *layouts)
+
+
+def check_grouped_k(a: Operand, b: Operand, ends: Operand) -> GroupedShapes:
+    """As :func:`check_grouped`, for groups along K (the weight gradient): ``a`` M x T
+    column-major (X^T, X a row-major T x M), ``b`` T x N row-major (dY), ``ends`` G ends
+    along T; C is G x M x N.
+
+    >>> op = lambda shape, strides, dtype="bfloat16": Operand(shape, strides, dtype, 0)
+    >>> check_grouped_k(op((64, 96), (2, 128)), op((96, 32), (64, 2)),
+    ...                 op((4,), (4,), "int32")).along_k
+    True
+    """
+    _check_kinds(a, b, ends)
+    m, tokens = a.shape
+    tokens_b, n = b.shape
+    groups = ends.shape[0]
+    if tokens_b != tokens:
+        raise ValueError(f"A has {tokens} columns (tokens) and B {tokens_b} rows: they must "
+                         "agree")
+    _check_extents(m, n, tokens, groups)
+    layouts = _layouts(a, b)
+    if 0 not in (m, n, tokens, groups):
+        if not layouts[0].col or layouts[1].col:
             raise ValueError(
-                f"{name} (shape {x.shape}, byte strides {x.strides}) is neither row- nor "
-                f"column-major in its last two dimensions: pass a contiguous copy")
-    if 0 in (rows, n, k, groups):  # nothing is read: no alignment to ask for
-        return GroupedShapes(rows, n, k, groups, a.dtype, a_layout, b_layout)
-    for name, layout, x in (("A", a_layout, a), ("B", b_layout, b)):
-        line = "column" if layout.col else "row"
-        if x.ptr % TMA_ALIGNMENT or (layout.ld * item) % TMA_ALIGNMENT or (
-                layout.batch_stride * item) % TMA_ALIGNMENT:
-            raise ValueError(
-                f"grouped_matmul reads A and B by TMA, whose lines must start on 16-byte "
-                f"boundaries: {name}'s {line}s are {layout.ld} {a.dtype} values apart "
-                f"({layout.ld * item} bytes)"
-                + (f", its matrices {layout.batch_stride}" if name == "B" else "")
-                + f", and it starts {x.ptr % TMA_ALIGNMENT} bytes past a boundary; pad K and N "
-                "to multiples of 8 "
-                "(a copy into a wider array), or multiply each group with xgemm.matmul")
-    if b_layout.batch_stride == 0 and groups > 1:
-        raise ValueError("B's groups share one matrix (a broadcast): multiply A by it with "
-                         "xgemm.matmul instead")
-    return GroupedShapes(rows, n, k, groups, a.dtype, a_layout, b_layout)
+                "grouped_matmul along K reads A column-major and B row-major, as the weight "
+                "gradient's operands lie (A = x.t() of a row-major tokens x M x, B a "
+                "row-major tokens x N dY): pass them so, or contiguous copies")
+        _check_alignment(a, b, layouts, a.dtype)
+    return GroupedShapes(m, n, tokens, groups, a.dtype, *layouts, along_k=True)
+
+
+def _check_extents(*extents: int) -> None:
+    if max(extents) > INT_MAX:
+        raise ValueError(f"grouped_matmul takes extents up to {INT_MAX}; got {extents}")

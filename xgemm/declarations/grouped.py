@@ -30,3 +30,25 @@ register(Variant(
        "grid": ("SMS", "1"),
        "extra_args": ("tensor_map_a", "tensor_map_b", "tensor_map_c", "group_ends", "groups")},
 ))
+
+# Rung 30: rung 14 over groups that split K (the weight gradient's tokens), each into its
+# own matrix of C. The tokens are both operands' rows of boxes (X^T column-major, dY
+# row-major), so the next group's tokens in a group's last slot are whole rows to zero.
+# Defaults reasoned, not yet swept: rung 14's 128 x 128 point, C by TMA (a tile lies in one
+# group's matrix).
+register(Variant(
+    family="grouped",
+    name="wgmma_k",
+    adds="rung 14 over groups that split K, each into its own matrix of C; the next group's"
+         " tokens in a group's last slot zeroed in shared memory",
+    **{**WGMMA,
+       "template": "gemm/30_wgmma_grouped_k.cu.j2",
+       "defaults": {"BM": 128, "BN": 128, "CONSUMERS": 2, "STAGES": 4, "GROUP": 8,
+                    "TMA_STORE": 1},
+       "space": {"BM": [64, 128, 256], "BN": [64, 128, 256], "CONSUMERS": [1, 2],
+                 "STAGES": [2, 3, 4, 5, 6], "GROUP": [8], "TMA_STORE": [0, 1, 2]},
+       "a_layouts": ("col",),
+       "b_layouts": ("row",),
+       "grid": ("SMS", "1"),
+       "extra_args": ("tensor_map_a", "tensor_map_b", "tensor_map_c", "group_ends", "groups")},
+))
