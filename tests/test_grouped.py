@@ -62,13 +62,13 @@ def test_grouped_layouts_and_misaligned_start():
                       contiguous((4,), "int32"))
 
 
-@pytest.mark.parametrize("kwargs, match", [
-    ({"bias": object()}, "no bias or out_dtype yet"),
-    ({"out_dtype": "float32"}, "no bias or out_dtype yet"),
-])
-def test_grouped_refuses_what_it_does_not_do_yet(kwargs, match):
-    with pytest.raises(ValueError, match=match):
-        xgemm.grouped_matmul(object(), object(), object(), **kwargs)
+def test_grouped_refuses_a_bias_and_other_out_dtypes():
+    from xgemm.checks.grouped import check_out_dtype
+
+    with pytest.raises(ValueError, match="no bias yet: add it to the result"):
+        xgemm.grouped_matmul(object(), object(), object(), bias=object())
+    with pytest.raises(ValueError, match="as bfloat16 or float32 .*, not float16"):
+        check_out_dtype("float16", "bfloat16")
 
 
 @pytest.mark.parametrize("a, b, ends, match", [
@@ -297,6 +297,33 @@ def test_grouped_along_k_matches_a_float64_loop(case, params):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("along_k", [False, True], ids=["groups_of_rows", "groups_along_k"])
+def test_grouped_float32_results(along_k):
+    """out_dtype=float32: the sums unrounded, from registers, for both rungs."""
+    torch = pytest.importorskip("torch")
+    _hopper()
+    counts = [130, 0, 77, 300]
+    ends = torch.tensor(counts, device="cuda").cumsum(0).int()
+    gen = torch.Generator("cuda").manual_seed(17)
+    x = torch.randn(507, 192, device="cuda", dtype=torch.bfloat16, generator=gen)
+    if along_k:
+        dy = torch.randn(507, 136, device="cuda", dtype=torch.bfloat16, generator=gen)
+        got = xgemm.grouped_matmul(x.t(), dy, offs=ends, out_dtype=torch.float32)
+        assert got.dtype == torch.float32 and got.shape == (4, 192, 136)
+        start = 0
+        for g, size in enumerate(counts):
+            ref = x[start:start + size].double().t() @ dy[start:start + size].double()
+            assert float(torch.linalg.norm(got[g].double() - ref)) <= \
+                TOLERANCE["float32"] * max(float(torch.linalg.norm(ref)), 1.0)
+            start += size
+    else:
+        w = torch.randn(4, 192, 136, device="cuda", dtype=torch.bfloat16, generator=gen)
+        got = xgemm.grouped_matmul(x, w, offs=ends, out_dtype=torch.float32)
+        assert got.dtype == torch.float32
+        _check(got, x, w, ends.tolist(), TOLERANCE["float32"])
+
+
+@pytest.mark.gpu
 def test_grouped_without_offs_is_the_batched_product():
     torch = pytest.importorskip("torch")
     gen = torch.Generator("cuda").manual_seed(5)
@@ -365,3 +392,56 @@ def test_grouped_backward_formulas(grouped_cpu_reference, along_k):
     else:
         a, b = rand(14, 5), rand(4, 5, 6)
     assert torch.autograd.gradcheck(lambda a, b: xt.grouped_mm(a, b, ends), (a, b))
+
+
+def test_moe_example_layer_routes_each_token_to_its_experts():
+    """examples/moe.py's layer on the CPU, its grouped products a loop: the output is each
+    token's top-k experts' MLPs weighted by their gates, computed token by token."""
+    torch = pytest.importorskip("torch")
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "examples" / "moe.py"
+    spec = importlib.util.spec_from_file_location("moe_example", path)
+    moe = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(moe)
+
+    def loop(x, w, offs):
+        out, start = x.new_zeros(x.shape[0], w.shape[-1]), 0
+        for g, end in enumerate(offs.tolist()):
+            out[start:end] = x[start:end] @ w[g]
+            start = end
+        return out
+
+    torch.manual_seed(0)
+    layer = moe.MoE(16, 24, experts=5, top_k=2, grouped=loop, dtype=torch.float64,
+                    device="cpu")
+    x = torch.randn(11, 16, dtype=torch.float64)
+    got = layer(x)
+    scores, chosen = layer.router(x).topk(2, dim=-1)
+    gates = scores.softmax(-1)
+    for t in range(11):
+        want = sum(gates[t, j] * (torch.nn.functional.silu(x[t] @ layer.up[e].T)
+                                  @ layer.down[e].T)
+                   for j, e in enumerate(chosen[t].tolist()))
+        assert torch.allclose(got[t], want)
+
+
+def test_grouped_compiles_without_a_graph_break():
+    """xgemm.grouped_matmul on tensors that require grad, forward and backward, compile
+    with fullgraph (meta tensors: the operator's fake implementation)."""
+    torch = pytest.importorskip("torch")
+    import xgemm.torch  # noqa: F401  (registers the operator)
+
+    x = torch.empty(96, 64, device="meta", dtype=torch.bfloat16, requires_grad=True)
+    w = torch.empty(4, 64, 32, device="meta", dtype=torch.bfloat16, requires_grad=True)
+    ends = torch.empty(4, device="meta", dtype=torch.int32)
+
+    def step(x):
+        return xgemm.grouped_matmul(x, w, offs=ends).sum()
+
+    explained = torch._dynamo.explain(step)(x)
+    assert explained.graph_break_count == 0, explained.break_reasons
+    torch._dynamo.reset()
+    torch.compile(step, fullgraph=True, backend="aot_eager")(x).backward()
+    assert x.grad.shape == x.shape and w.grad.shape == w.shape

@@ -23,7 +23,9 @@ later calls look it up and launch.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+import sys
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,6 +38,7 @@ from .checks.grouped import (
     Operand,
     check_grouped,
     check_grouped_k,
+    check_out_dtype,
 )
 from .compile import get_kernel
 from .frameworks import framework, pointer, torch_raw_stream
@@ -71,8 +74,8 @@ def grouped_matmul(a: Any, b: Any, offs: Any = None, *, bias: Any = None,
     PyTorch tensors that require grad (grad mode on), or a call that ``torch.compile``
     traces, go through ``xgemm.torch.grouped_mm``: differentiable in ``a`` and ``b``.
     ``params``: the rung's parameters (``xgemm.get_variant("wgmma", "grouped")``, or
-    ``"wgmma_k"`` along K), for sweeps. ``bias`` and ``out_dtype`` are not supported yet
-    (ValueError).
+    ``"wgmma_k"`` along K), for sweeps. ``out_dtype``: None (the inputs' dtype) or
+    float32 (the sums unrounded). ``bias`` is not supported yet (ValueError).
 
     Example (a router's 8 experts, their tokens one after another):
         >>> import torch, xgemm
@@ -83,37 +86,42 @@ def grouped_matmul(a: Any, b: Any, offs: Any = None, *, bias: Any = None,
         >>> y.shape
         torch.Size([4096, 768])
     """
-    if bias is not None or out_dtype is not None:
-        raise ValueError("grouped_matmul takes no bias or out_dtype yet: add the bias to the "
-                         "result, or convert it (y.to(dtype))")
+    if bias is not None:
+        raise ValueError("grouped_matmul takes no bias yet: add it to the result")
     ndims = (len(a.shape), len(b.shape))
     if offs is None:
         if ndims != (3, 3):
             raise ValueError(
                 f"grouped_matmul without offs multiplies 3-D A by 3-D B (one product a group); "
                 f"got {ndims[0]}-D A and {ndims[1]}-D B: pass offs, the groups' ends")
+        if params:
+            raise ValueError("params are the grouped rungs'; without offs the product is "
+                             "xgemm.matmul's batched one: call it with its own parameters")
         from .api import matmul
 
-        return matmul(a, b, params=params)
+        return matmul(a, b, out_dtype=dtype_name(out_dtype))
     if _differentiable(a, b):
+        if out_dtype is not None:
+            raise ValueError("grouped_matmul with out_dtype records no gradient yet: call it "
+                             "under torch.no_grad(), or convert the result (y.float())")
         from .torch import grouped_mm
 
         return grouped_mm(a, b, offs, **(params or {}))
-    return grouped_product(a, b, offs, params)
+    return grouped_product(a, b, offs, params, out_dtype=dtype_name(out_dtype))
 
 
 def _differentiable(a: Any, b: Any) -> bool:
     """Whether the call goes through PyTorch's operator (``xgemm.torch.grouped_mm``):
     PyTorch tensors that autograd records, or traced by ``torch.compile``."""
-    if framework(type(a)) != "torch":
+    torch = sys.modules.get("torch")  # (not imported: no PyTorch tensor either)
+    if torch is None or not isinstance(a, torch.Tensor):
         return False
-    import torch
-
     return torch.compiler.is_compiling() or torch.is_grad_enabled() and (
         a.requires_grad or b.requires_grad)
 
 
-def grouped_product(a: Any, b: Any, offs: Any, params: dict[str, int] | None = None) -> Any:
+def grouped_product(a: Any, b: Any, offs: Any, params: dict[str, int] | None = None,
+                    out_dtype: str | None = None) -> Any:
     """The grouped product of :func:`grouped_matmul` with ``offs`` given, outside
     autograd: checked, planned once per signature, launched. ``xgemm.torch``'s operator
     runs it."""
@@ -128,7 +136,8 @@ def grouped_product(a: Any, b: Any, offs: Any, params: dict[str, int] | None = N
     kind = kinds.pop()
     ops = tuple(_operand(x, kind) for x in (a, b, offs))
     device = _device(a, b, offs, kind)
-    plan = _plan(*ops, ndims == (2, 2), device, tuple(sorted((params or {}).items())))
+    plan = _plan(*ops, ndims == (2, 2), out_dtype, device,
+                 tuple(sorted((params or {}).items())))
     return _run(plan, a, b, offs, kind)
 
 
@@ -152,16 +161,17 @@ def _device(a: Any, b: Any, offs: Any, kind: str) -> int:
 
 
 @functools.lru_cache(maxsize=512)
-def _plan(a: Operand, b: Operand, ends: Operand, along_k: bool, device: int,
-          params: tuple[tuple[str, int], ...]) -> GroupedPlan:
+def _plan(a: Operand, b: Operand, ends: Operand, along_k: bool, out_dtype: str | None,
+          device: int, params: tuple[tuple[str, int], ...]) -> GroupedPlan:
     """Check a signature and plan it, once (the operands' addresses count only by how far
     past a 16-byte boundary they lie)."""
     shapes = (check_grouped_k if along_k else check_grouped)(a, b, ends)
+    shapes = dataclasses.replace(shapes, out_dtype=check_out_dtype(out_dtype, shapes.dtype))
     v = get_variant(GROUPED_VARIANTS[along_k], "grouped")
     p = v.resolve(dict(params), shapes.dtype)
     check_arch(v, shapes.dtype, device)
     smem = check_device_limits(v, p, shapes.dtype, device)
-    spec = Spec(shapes.dtype, shapes.a.col, shapes.b.col)
+    spec = Spec(shapes.dtype, shapes.a.col, shapes.b.col, out_dtype=shapes.out_dtype)
     grid, block = v.launch(p, shapes.m, shapes.n, gpu.multiprocessors(device))
     import cupy
 
@@ -205,10 +215,12 @@ def _run(plan: GroupedPlan, a: Any, b: Any, offs: Any, kind: str) -> Any:
     if kind == "torch":
         import torch
 
-        result = (torch.zeros if empty else torch.empty)(shape, dtype=a.dtype, device=a.device)
+        dtype = a.dtype if s.out_dtype is None else getattr(torch, s.out_dtype)
+        result = (torch.zeros if empty else torch.empty)(shape, dtype=dtype, device=a.device)
         stream = torch_raw_stream()(plan.device)
     else:
-        result = (cupy.zeros if empty else cupy.empty)(shape, a.dtype)
+        dtype = a.dtype if s.out_dtype is None else s.out_dtype
+        result = (cupy.zeros if empty else cupy.empty)(shape, dtype)
         stream = cupy.cuda.get_current_stream().ptr
     if empty:
         return result
@@ -217,7 +229,9 @@ def _run(plan: GroupedPlan, a: Any, b: Any, offs: Any, kind: str) -> Any:
             _map(plan, "b", ptr_b, s.b.col, s.k, s.n, s.b.ld, s.groups if not s.along_k else 1,
                  s.b.batch_stride),
             _map(plan, "c", ptr_c, False, s.m, s.n, s.n, s.groups, s.m * s.n)
-            if s.along_k and plan.variant.tma_box("c", plan.params) else empty_map())
+            # (C by TMA stores: along K, in the inputs' dtype; else the kernel stores it)
+            if s.along_k and s.out_dtype is None and plan.variant.tma_box("c", plan.params)
+            else empty_map())
     args = Arguments([ptr_a, ptr_b, ptr_c, *plan.sizes[:9], 0, *plan.sizes[9:11], *maps,
                       pointer(offs), plan.sizes[11]])
     enqueue(plan.launch, args, stream)

@@ -124,10 +124,9 @@ class Variant:
     #: lies in the other layout is copied, by xgemm's transpose kernel, on each call (and
     #: ``prepare(...).copies`` names it); a variant named in the call reads it in place.
     transpose_first: Mapping[str, tuple[str, str]] = field(default_factory=dict)
-    #: The family it belongs to: "gemm" (the ladder), "grouped" (``xgemm.grouped_matmul``'s
-    #: rung), or one of the memory-bound families of ``xgemm.memory_bound`` ("transpose",
-    #: "reverse", "sum", "stencil"), whose expressions use M and N for the rows and columns
-    #: of their input.
+    #: Its family: "gemm" (the ladder), "grouped" (``xgemm.grouped_matmul``'s rungs), or a
+    #: memory-bound one of ``xgemm.memory_bound`` ("transpose", "reverse", "sum",
+    #: "stencil"), whose expressions use M and N for their input's rows and columns.
     family: str = "gemm"
     #: The points ``auto`` weighs for this rung (``xgemm.cost``), each as changes to the
     #: defaults: a handful around them, for the regimes the rung serves. Empty: auto never
@@ -275,11 +274,13 @@ class Variant:
         and flag combination with the plain epilogue, then each epilogue option on its own
         (the options are independent lines of the shared store code), and for 16-bit
         inputs a float32 C. A memory-bound family's kernels have only the dtype and flags,
-        the grouped product's its layouts (it takes no epilogue)."""
+        the grouped product's its layouts (it takes no epilogue) and a float32 C."""
         a_layouts, b_layouts = self.layouts(dtype)
-        if self.family == "grouped":
+        if self.family == "grouped":  # C in the inputs' dtype or unrounded
             for a_layout, b_layout in itertools.product(a_layouts, b_layouts):
                 yield Spec(dtype, a_layout == "col", b_layout == "col")
+            yield Spec(dtype, a_layouts[0] == "col", b_layouts[0] == "col",
+                       out_dtype=UNROUNDED_OUTPUT)
             return
         if self.family != "gemm":
             for flags in self.flag_values():
@@ -436,8 +437,7 @@ class Variant:
 
 
 _REGISTRY: dict[str, dict[str, Variant]] = {"gemm": {}}  # family -> name -> variant
-#: The families whose kernels multiply A by B (read in a layout each; the ladder's rung
-#: numbers): the ladder and the grouped product.
+#: The families whose kernels multiply A by B (each read in a layout; rungs of the ladder)
 PRODUCT_FAMILIES = ("gemm", "grouped")
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..specs import UNROUNDED_OUTPUT
 from .arguments import INT_MAX, Layout, layout_of
 
 #: The dtypes the grouped rung multiplies (wgmma's 16-bit kinds).
@@ -46,6 +47,7 @@ class GroupedShapes:
     a: Layout
     b: Layout
     along_k: bool = False
+    out_dtype: str | None = None  # C's: None, the inputs'; or float32 (unrounded)
 
 
 def _check_kinds(a: Operand, b: Operand, ends: Operand) -> None:
@@ -156,3 +158,18 @@ def check_grouped_k(a: Operand, b: Operand, ends: Operand) -> GroupedShapes:
 def _check_extents(*extents: int) -> None:
     if max(extents) > INT_MAX:
         raise ValueError(f"grouped_matmul takes extents up to {INT_MAX}; got {extents}")
+
+
+def check_out_dtype(out_dtype: str | None, dtype: str) -> str | None:
+    """The result's dtype as a Spec takes it: None for the inputs' own, or float32;
+    ValueError for any other.
+
+    >>> check_out_dtype("float32", "bfloat16"), check_out_dtype("bfloat16", "bfloat16")
+    ('float32', None)
+    """
+    if out_dtype in (None, dtype):
+        return None
+    if out_dtype == UNROUNDED_OUTPUT:
+        return out_dtype
+    raise ValueError(f"grouped_matmul writes {dtype} products as {dtype} or float32 (its "
+                     f"sums unrounded), not {out_dtype}")

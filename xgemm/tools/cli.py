@@ -46,7 +46,7 @@ def parser() -> argparse.ArgumentParser:
                             "call (64^3, float32/float16/bfloat16, CuPy and PyTorch inputs, "
                             "with and without out=) and queued time per call (1024^3, "
                             "16x4096x4096), beside cupy.matmul and torch.matmul")
-    bench.add_argument("--suite", choices=(*PARTS, "random", "models", "torch"),
+    bench.add_argument("--suite", choices=(*PARTS, "random", "models", "torch", "grouped"),
                        help="auto against cuBLAS on one part of the practitioner's suite "
                             "(xgemm.tools.suite): kernel time and queued time per call; 'random' "
                             "(a seeded sample of shapes) and 'models' (public models' "
@@ -54,7 +54,9 @@ def parser() -> argparse.ArgumentParser:
                             "(xgemm.tools.generalisation); 'torch': a decoder's prefill, "
                             "decode and training step on xgemm's linears against PyTorch's, "
                             "in bfloat16 and float16, or --dtype of them "
-                            "(xgemm.tools.torch_suite)")
+                            "(xgemm.tools.torch_suite); 'grouped': mixture-of-experts "
+                            "layers' grouped products against F.grouped_mm "
+                            "(xgemm.tools.grouped_suite)")
     bench.add_argument("--seed", type=int, default=1, help="--suite random: the sample's seed")
     bench.add_argument("--count", type=int, default=36,
                        help="--suite random: how many shapes")

@@ -12,8 +12,10 @@ Example:
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from .machine import machine_info
@@ -276,20 +278,44 @@ def _bench_torch_suite(args: argparse.Namespace) -> int:
         return 2
     from . import torch_suite
 
+    return _against_pytorch(args, "torch_suite", len(dtypes) * len(torch_suite.CASES),
+                            functools.partial(torch_suite.run, dtypes), torch_suite.table)
+
+
+def _against_pytorch(args: argparse.Namespace, key: str, cases: int,
+                     run: Callable[..., list], table: Callable[[list], str]) -> int:
+    """Run a suite measured against PyTorch (``run``, a row a case, a bar over the
+    ``cases``), write its rows under ``key`` in --json's file, print its table."""
     machine = machine_info(measure=False)
-    bar = _progress(len(dtypes) * len(torch_suite.CASES))
-    rows = torch_suite.run(dtypes, progress=(lambda row: bar.update(1)) if bar else None)
+    bar = _progress(cases)
+    rows = run(progress=(lambda row: bar.update(1)) if bar else None)
     if bar:
         bar.close()
     if args.json:
-        _write_json(args.json, {"machine": machine, "torch_suite": rows})
-    print(torch_suite.table(rows))
+        _write_json(args.json, {"machine": machine, key: rows})
+    print(table(rows))
     return 0
+
+
+def _bench_grouped_suite(args: argparse.Namespace) -> int:
+    """--suite grouped: mixture-of-experts products against F.grouped_mm, in bfloat16."""
+    if args.family or args.sizes or args.shapes or args.variants or args.precision \
+            or args.overhead or args.csv or args.plot or args.roofline \
+            or args.dtype not in (None, "bfloat16"):
+        _usage_error("--suite grouped measures its own bfloat16 cases; it takes --json only")
+    if not need_gpu("bench"):
+        return 2
+    from . import grouped_suite
+
+    return _against_pytorch(args, "grouped_suite", 2 * len(grouped_suite.CASES),
+                            grouped_suite.run, grouped_suite.table)
 
 
 def _bench_suite(args: argparse.Namespace) -> int:
     if args.suite == "torch":
         return _bench_torch_suite(args)
+    if args.suite == "grouped":
+        return _bench_grouped_suite(args)
     args.dtype = args.dtype or "float32"
     if args.suite in ("random", "models"):
         return _bench_generalisation(args)

@@ -1,31 +1,18 @@
-"""xgemm.grouped_matmul against PyTorch's grouped kernel (F.grouped_mm) and a loop of
-torch.matmul on the same data, and against xgemm's dense wgmma on the same multiply-adds:
-the cases of the grouped issue (bfloat16, x (tokens, K), w (G, K, N) as the transpose of a
-(G, N, K) weight), evenly and skewedly routed.
+"""``xgemm bench --suite grouped``: ``xgemm.grouped_matmul`` against PyTorch's grouped
+kernel (``F.grouped_mm``) and a loop of ``torch.matmul`` on the same data, and against
+xgemm's dense wgmma on the same multiply-adds: the cases of a mixture-of-experts layer
+(bfloat16, x (tokens, K), w (G, K, N) as the transpose of a (G, N, K) weight), evenly and
+skewedly routed.
 
 Kernel time: CUDA events around each call, the L2 scrubbed before each, median of many.
-Call time: 20 calls queued back to back, per call. Error: against a float64 loop.
-
-    python bench/grouped.py --json bench/results/h100/evidence/grouped_COMMIT.json
+Call time: 20 calls queued back to back, per call. Error: against F.grouped_mm's result.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
 import statistics
-import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-import torch  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
-from tqdm import tqdm  # noqa: E402
-
-import xgemm  # noqa: E402
-from xgemm.timing import time_launches  # noqa: E402
-from xgemm.tools.machine import machine_info  # noqa: E402
+from collections.abc import Callable, Sequence
+from typing import Any
 
 # (name, groups, rows, K, N): the issue's three, Mixtral-8x7B's up-projection (4096 tokens,
 # two experts each) and a DeepSeek-V3-like layer (256 experts, 4096 tokens, eight each)
@@ -38,7 +25,13 @@ CASES = [("8 x 4096 x 2048 -> 768", 8, 4096, 2048, 768),
 
 def counts_of(groups: int, rows: int, routing: str, seed: int = 0) -> list[int]:
     """Rows a group: even, or skewed (one group half of them, a quarter of the groups
-    empty, the rest spread at random)."""
+    empty, the rest spread at random).
+
+    >>> counts_of(4, 10, "even"), sum(counts_of(8, 4096, "skewed"))
+    ([3, 3, 2, 2], 4096)
+    """
+    import torch
+
     if routing == "even":
         return [rows // groups + (g < rows % groups) for g in range(groups)]
     gen = torch.Generator().manual_seed(seed)
@@ -51,8 +44,10 @@ def counts_of(groups: int, rows: int, routing: str, seed: int = 0) -> list[int]:
     return counts
 
 
-def call_ms(launch, calls: int = 20) -> float:
+def call_ms(launch: Callable[[], Any], calls: int = 20) -> float:
     """A call's milliseconds, ``calls`` of them queued back to back."""
+    import torch
+
     launch()
     torch.cuda.synchronize()
     start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -65,9 +60,14 @@ def call_ms(launch, calls: int = 20) -> float:
 
 
 def measure(name: str, groups: int, rows: int, k: int, n: int, routing: str,
-            grouped_mm) -> dict:
+            grouped_mm: Callable) -> dict:
     """One case's row: each contender's kernel and call times and TFLOP/s, and xgemm's
     error against PyTorch's grouped kernel."""
+    import torch
+
+    import xgemm
+    from xgemm.timing import time_launches
+
     counts = counts_of(groups, rows, routing)
     gen = torch.Generator("cuda").manual_seed(1)
     x = torch.randn(rows, k, device="cuda", dtype=torch.bfloat16, generator=gen)
@@ -99,29 +99,38 @@ def measure(name: str, groups: int, rows: int, k: int, n: int, routing: str,
     return row
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--json", help="write the rows here")
-    parser.add_argument("--cases", type=int, default=len(CASES), help="the first N cases")
-    args = parser.parse_args()
+def run(progress: Callable[[dict], None] | None = None) -> list[dict[str, Any]]:
+    """Every case, evenly and skewedly routed: one row each (:func:`measure`)."""
+    import torch
+    import torch.nn.functional as F
+
     grouped_mm = getattr(F, "grouped_mm", None) or torch._grouped_mm
-    rows_out = []
-    jobs = [(c, r) for c in CASES[:args.cases] for r in ("even", "skewed")]
-    for (name, groups, rows, k, n), routing in tqdm(jobs, unit="case"):
-        rows_out.append(measure(name, groups, rows, k, n, routing, grouped_mm))
-    header = ("case", "routing", "xgemm TF/s", "grouped_mm TF/s", "x grouped_mm",
-              "x grouped_mm call", "x dense", "loop TF/s")
-    print("| " + " | ".join(header) + " |")
-    print("|" + " --- |" * len(header))
-    for r in rows_out:
-        print(f"| {r['case']} | {r['routing']} | {r['xgemm_tflops']:.0f} | "
-              f"{r['grouped_mm_tflops']:.0f} | {r['grouped_mm_ms'] / r['xgemm_ms']:.2f}x | "
-              f"{r['grouped_mm_call_ms'] / r['xgemm_call_ms']:.2f}x | "
-              f"{r['dense_ms'] / r['xgemm_ms']:.2f}x | {r['loop_tflops']:.0f} |")
-    if args.json:
-        Path(args.json).write_text(json.dumps({"machine": machine_info(), "rows": rows_out},
-                                              indent=1))
+    rows = []
+    for name, groups, tokens, k, n in CASES:
+        for routing in ("even", "skewed"):
+            rows.append(measure(name, groups, tokens, k, n, routing, grouped_mm))
+            if progress:
+                progress(rows[-1])
+    return rows
 
 
-if __name__ == "__main__":
-    main()
+def table(rows: Sequence[dict[str, Any]]) -> str:
+    """The rows as a Markdown table: TFLOP/s, and xgemm's speed-up over F.grouped_mm (kernel
+    and call) and against its own dense product of the same multiply-adds.
+
+    >>> print(table([{"case": "c", "routing": "even", "xgemm_tflops": 600.0,
+    ...               "grouped_mm_tflops": 300.0, "grouped_mm_ms": 2.0, "xgemm_ms": 1.0,
+    ...               "grouped_mm_call_ms": 2.2, "xgemm_call_ms": 1.1, "dense_ms": 0.9,
+    ...               "loop_tflops": 50.0}]).splitlines()[-1])
+    | c | even | 600 | 300 | 2.00x | 2.00x | 0.90x | 50 |
+    """
+    header = ("case", "routing", "xgemm TFLOP/s", "F.grouped_mm TFLOP/s", "x F.grouped_mm",
+              "x F.grouped_mm (call)", "x dense", "loop TFLOP/s")
+    lines = ["| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
+    for r in rows:
+        lines.append(
+            f"| {r['case']} | {r['routing']} | {r['xgemm_tflops']:.0f} | "
+            f"{r['grouped_mm_tflops']:.0f} | {r['grouped_mm_ms'] / r['xgemm_ms']:.2f}x | "
+            f"{r['grouped_mm_call_ms'] / r['xgemm_call_ms']:.2f}x | "
+            f"{r['dense_ms'] / r['xgemm_ms']:.2f}x | {r['loop_tflops']:.0f} |")
+    return "\n".join(lines)
