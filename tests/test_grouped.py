@@ -28,7 +28,7 @@ def contiguous(shape, dtype="bfloat16"):
     (contiguous((64, 32)), contiguous((32, 16)), contiguous((1,), "int32"), ValueError,
      r"2-D A \(tokens x K\) by a 3-D B"),
     (contiguous((64, 32), "float16"), contiguous((4, 32, 16)), contiguous((4,), "int32"),
-     TypeError, "of one dtype; got A float16 and B bfloat16"),
+     TypeError, "of one dtype here; got A float16 and B bfloat16"),
     (contiguous((64, 32), "float32"), contiguous((4, 32, 16), "float32"),
      contiguous((4,), "int32"), TypeError, "float16 or bfloat16"),
     (contiguous((64, 32)), contiguous((4, 32, 16)), contiguous((4,), "int64"), TypeError,
@@ -60,6 +60,32 @@ def test_grouped_layouts_and_misaligned_start():
     with pytest.raises(ValueError, match="starts 8 bytes past a boundary"):
         check_grouped(op((64, 32), (64, 2), ptr=8), contiguous((4, 32, 16)),
                       contiguous((4,), "int32"))
+
+
+def test_fp8_grouped_checks():
+    """FP8 groups of rows: A row-major and B K-major only, the scales' shapes, the
+    outputs; FP8 along K and scales for 16-bit operands refused."""
+    from xgemm.checks.grouped import check_grouped_scales
+
+    e4m3 = "float8_e4m3fn"
+    a, b_k = op((96, 64), (64, 1), e4m3), op((4, 64, 32), (2048, 1, 64), e4m3)
+    ends = contiguous((4,), "int32")
+    shapes = check_grouped(a, b_k, ends)
+    with pytest.raises(ValueError, match="FP8 grouped products read A row-major and B's"):
+        check_grouped(a, op((4, 64, 32), (2048, 32, 1), e4m3), ends)
+    with pytest.raises(TypeError, match="float16 or bfloat16 operands of one dtype here"):
+        check_grouped_k(op((64, 96), (1, 64), e4m3), op((96, 32), (32, 1), e4m3), ends)
+    vector = Operand((96,), (4,), "float32", 0)
+    per_group = Operand((4,), (4,), "float32", 0)
+    assert check_grouped_scales(vector, per_group, shapes) == ("vector", "tensor")
+    # B's scales come one a group at least: a lone scalar is refused
+    with pytest.raises(ValueError, match=r"scale_b must be .* of shape \(4,\) or \(4, 32\)"):
+        check_grouped_scales(None, Operand((), (), "float32", 0), shapes)
+    with pytest.raises(ValueError, match="scale_a must be a contiguous float32"):
+        check_grouped_scales(Operand((96,), (4,), "float16", 0), None, shapes)
+    with pytest.raises(TypeError, match="scales are for FP8 operands"):
+        check_grouped_scales(vector, None, check_grouped(
+            contiguous((96, 64)), contiguous((4, 64, 32)), ends))
 
 
 def test_grouped_refuses_a_bias_and_other_out_dtypes():
@@ -321,6 +347,49 @@ def test_grouped_float32_results(along_k):
         got = xgemm.grouped_matmul(x, w, offs=ends, out_dtype=torch.float32)
         assert got.dtype == torch.float32
         _check(got, x, w, ends.tolist(), TOLERANCE["float32"])
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("scales", ["none", "tensor", "vector"])
+@pytest.mark.parametrize("out", ["bfloat16", "float32"])
+def test_fp8_grouped_matches_its_dequantised_float64_product(scales, out):
+    """FP8 groups of rows (rung 29 on rung 18's kernel), each group against the float64
+    product of its dequantised operands times the scales, rows past the last end zero."""
+    from xgemm.tools.tolerances import TOLERANCE as TOLERANCES
+
+    torch = pytest.importorskip("torch")
+    _hopper()
+    counts, extra, k, n = [200, 0, 1, 333, 90], 30, 256, 384
+    rows = sum(counts) + extra
+    gen = torch.Generator("cuda").manual_seed(19)
+    x = torch.randn(rows, k, device="cuda", generator=gen).to(torch.float8_e4m3fn)
+    w = torch.randn(len(counts), n, k, device="cuda", generator=gen).to(
+        torch.float8_e4m3fn).transpose(1, 2)  # K-major: (G, N, K) stored
+    ends = torch.tensor(counts, device="cuda").cumsum(0).int()
+    scale_a = scale_b = None
+    if scales == "tensor":
+        scale_a = torch.tensor(0.5, device="cuda")
+        scale_b = torch.rand(len(counts), device="cuda", generator=gen) + 0.5
+    elif scales == "vector":
+        scale_a = torch.rand(rows, device="cuda", generator=gen) + 0.5
+        scale_b = torch.rand(len(counts), n, device="cuda", generator=gen) + 0.5
+    got = xgemm.grouped_matmul(x, w, offs=ends, scale_a=scale_a, scale_b=scale_b,
+                               out_dtype=getattr(torch, out))
+    assert got.dtype == getattr(torch, out) and got.shape == (rows, n)
+    start = 0
+    for g, size in enumerate(counts):
+        if size:
+            part = x[start:start + size].double() @ w[g].double()
+            if scale_a is not None:
+                part = part * (scale_a.double() if scale_a.dim() == 0
+                               else scale_a[start:start + size, None].double())
+            if scale_b is not None:
+                part = part * scale_b[g].double()
+            error = float(torch.linalg.norm(got[start:start + size].double() - part)
+                          / torch.linalg.norm(part))
+            assert error < TOLERANCES["8-bit"][out], (g, error)
+        start += size
+    assert not got[start:].any()
 
 
 @pytest.mark.gpu

@@ -32,12 +32,13 @@ from typing import Any
 from . import gpu
 from .checks import check_arch, check_device_limits, dtype_name, on_gpu
 from .checks.grouped import (
-    ITEM,
+    FP8,
     TMA_ALIGNMENT,
     GroupedShapes,
     Operand,
     check_grouped,
     check_grouped_k,
+    check_grouped_scales,
     check_out_dtype,
 )
 from .compile import get_kernel
@@ -49,8 +50,9 @@ from .specs import Spec
 
 __all__ = ["grouped_matmul", "grouped_product"]
 
-#: The grouped products' rungs (family "grouped"): groups of A's rows, groups along K.
-GROUPED_VARIANTS = {False: "wgmma", True: "wgmma_k"}
+#: The grouped products' rungs (family "grouped"): groups of A's rows (16-bit, FP8),
+#: groups along K.
+ROWS, ROWS_FP8, ALONG_K = "wgmma", "wgmma_8bit", "wgmma_k"
 
 
 @dataclass(frozen=True)
@@ -65,8 +67,9 @@ class GroupedPlan:
     sizes: tuple        # M, N, K, leading dimensions, batch strides, alpha, beta; G
 
 
-def grouped_matmul(a: Any, b: Any, offs: Any = None, *, bias: Any = None,
-                   out_dtype: Any = None, params: dict[str, int] | None = None) -> Any:
+def grouped_matmul(a: Any, b: Any, offs: Any = None, *, scale_a: Any = None,
+                   scale_b: Any = None, bias: Any = None, out_dtype: Any = None,
+                   params: dict[str, int] | None = None) -> Any:
     """``a`` times ``b`` group by group, as ``torch.nn.functional.grouped_mm`` (module text).
 
     ``a``, ``b`` and ``offs`` are CuPy arrays or PyTorch tensors of one framework, on one
@@ -74,8 +77,12 @@ def grouped_matmul(a: Any, b: Any, offs: Any = None, *, bias: Any = None,
     PyTorch tensors that require grad (grad mode on), or a call that ``torch.compile``
     traces, go through ``xgemm.torch.grouped_mm``: differentiable in ``a`` and ``b``.
     ``params``: the rung's parameters (``xgemm.get_variant("wgmma", "grouped")``, or
-    ``"wgmma_k"`` along K), for sweeps. ``out_dtype``: None (the inputs' dtype) or
-    float32 (the sums unrounded). ``bias`` is not supported yet (ValueError).
+    ``"wgmma_k"`` along K, ``"wgmma_8bit"`` for FP8), for sweeps. ``out_dtype``: None
+    (the inputs' dtype) or float32 (the sums unrounded). FP8 groups of rows (PyTorch
+    float8 tensors, A row-major, B's matrices K-major) take ``scale_a`` (one, or one a row:
+    (T,)) and ``scale_b`` (one a group: (G,), or one a column of each: (G, N)), float32,
+    and are stored as bfloat16 (the default), float16 or float32. ``bias`` is not
+    supported yet (ValueError).
 
     Example (a router's 8 experts, their tokens one after another):
         >>> import torch, xgemm
@@ -101,13 +108,14 @@ def grouped_matmul(a: Any, b: Any, offs: Any = None, *, bias: Any = None,
 
         return matmul(a, b, out_dtype=dtype_name(out_dtype))
     if _differentiable(a, b):
-        if out_dtype is not None:
-            raise ValueError("grouped_matmul with out_dtype records no gradient yet: call it "
-                             "under torch.no_grad(), or convert the result (y.float())")
+        if out_dtype is not None or scale_a is not None or scale_b is not None:
+            raise ValueError("grouped_matmul with out_dtype or scales records no gradient "
+                             "yet: call it under torch.no_grad(), or on detached tensors")
         from .torch import grouped_mm
 
         return grouped_mm(a, b, offs, **(params or {}))
-    return grouped_product(a, b, offs, params, out_dtype=dtype_name(out_dtype))
+    return grouped_product(a, b, offs, params, out_dtype=dtype_name(out_dtype),
+                           scale_a=scale_a, scale_b=scale_b)
 
 
 def _differentiable(a: Any, b: Any) -> bool:
@@ -121,7 +129,8 @@ def _differentiable(a: Any, b: Any) -> bool:
 
 
 def grouped_product(a: Any, b: Any, offs: Any, params: dict[str, int] | None = None,
-                    out_dtype: str | None = None) -> Any:
+                    out_dtype: str | None = None, scale_a: Any = None, scale_b: Any = None
+                    ) -> Any:
     """The grouped product of :func:`grouped_matmul` with ``offs`` given, outside
     autograd: checked, planned once per signature, launched. ``xgemm.torch``'s operator
     runs it."""
@@ -135,10 +144,11 @@ def grouped_product(a: Any, b: Any, offs: Any, params: dict[str, int] | None = N
         raise TypeError("a, b and offs must all be CuPy arrays or all PyTorch tensors")
     kind = kinds.pop()
     ops = tuple(_operand(x, kind) for x in (a, b, offs))
+    scales = tuple(None if x is None else _operand(x, kind) for x in (scale_a, scale_b))
     device = _device(a, b, offs, kind)
-    plan = _plan(*ops, ndims == (2, 2), out_dtype, device,
+    plan = _plan(*ops, *scales, ndims == (2, 2), out_dtype, device,
                  tuple(sorted((params or {}).items())))
-    return _run(plan, a, b, offs, kind)
+    return _run(plan, a, b, offs, kind, scale_a, scale_b)
 
 
 def _operand(x: Any, kind: str) -> Operand:
@@ -161,17 +171,22 @@ def _device(a: Any, b: Any, offs: Any, kind: str) -> int:
 
 
 @functools.lru_cache(maxsize=512)
-def _plan(a: Operand, b: Operand, ends: Operand, along_k: bool, out_dtype: str | None,
-          device: int, params: tuple[tuple[str, int], ...]) -> GroupedPlan:
+def _plan(a: Operand, b: Operand, ends: Operand, scale_a: Operand | None,
+          scale_b: Operand | None, along_k: bool, out_dtype: str | None, device: int,
+          params: tuple[tuple[str, int], ...]) -> GroupedPlan:
     """Check a signature and plan it, once (the operands' addresses count only by how far
     past a 16-byte boundary they lie)."""
     shapes = (check_grouped_k if along_k else check_grouped)(a, b, ends)
-    shapes = dataclasses.replace(shapes, out_dtype=check_out_dtype(out_dtype, shapes.dtype))
-    v = get_variant(GROUPED_VARIANTS[along_k], "grouped")
+    scalings = check_grouped_scales(scale_a, scale_b, shapes)
+    shapes = dataclasses.replace(shapes, out_dtype=check_out_dtype(out_dtype, shapes.dtype),
+                                 scale_a=scalings[0], scale_b=scalings[1])
+    v = get_variant(ALONG_K if along_k else ROWS_FP8 if shapes.dtype in FP8 else ROWS,
+                    "grouped")
     p = v.resolve(dict(params), shapes.dtype)
     check_arch(v, shapes.dtype, device)
     smem = check_device_limits(v, p, shapes.dtype, device)
-    spec = Spec(shapes.dtype, shapes.a.col, shapes.b.col, out_dtype=shapes.out_dtype)
+    spec = Spec(shapes.dtype, shapes.a.col, shapes.b.col, out_dtype=shapes.out_dtype,
+                scale_a=shapes.scale_a, scale_b=shapes.scale_b)
     grid, block = v.launch(p, shapes.m, shapes.n, gpu.multiprocessors(device))
     import cupy
 
@@ -191,23 +206,26 @@ def _map(plan: GroupedPlan, operand: str, ptr: int, col: bool, rows: int, cols: 
     ``count`` matrices of rows x cols, ``matrix`` elements apart, ``ld`` apart a line, in
     boxes of the rung's tile (a K-major operand: box rows of 128 bytes; an MN-major one:
     boxes 128 bytes wide, 128 bytes of K deep; C: a consumer's rows)."""
-    row = 128 // ITEM  # values in a 128-byte swizzled row
+    item = plan.shapes.itemsize if operand != "c" else 2  # (C: the inputs' 16-bit dtype)
+    row = 128 // item  # values in a 128-byte swizzled row
     k_contiguous = {"a": not col, "b": col, "c": True}[operand]
     inner, outer = (rows, cols) if col else (cols, rows)
     box = plan.variant.tma_box(operand, plan.params)
-    return tensor_map(ptr, plan.shapes.dtype, (inner, outer, count),
-                      (ld * ITEM, (matrix if count > 1 else ld * outer) * ITEM),
+    dtype = "uint8" if item == 1 else plan.shapes.dtype  # (TMA moves FP8's bytes)
+    return tensor_map(ptr, dtype, (inner, outer, count),
+                      (ld * item, (matrix if count > 1 else ld * outer) * item),
                       (row, box if k_contiguous else row, 1))
 
 
-def _run(plan: GroupedPlan, a: Any, b: Any, offs: Any, kind: str) -> Any:
+def _run(plan: GroupedPlan, a: Any, b: Any, offs: Any, kind: str, scale_a: Any = None,
+         scale_b: Any = None) -> Any:
     """Make the result and queue the launch on the current stream of ``kind``, on the
     plan's GPU."""
     import cupy
 
     if cupy.cuda.runtime.getDevice() != plan.device:
         with cupy.cuda.Device(plan.device):
-            return _run(plan, a, b, offs, kind)
+            return _run(plan, a, b, offs, kind, scale_a, scale_b)
     s = plan.shapes
     shape = (s.groups, s.m, s.n) if s.along_k else (s.m, s.n)
     # nothing to multiply: zeros (no tokens, or no groups), or no result at all
@@ -215,7 +233,8 @@ def _run(plan: GroupedPlan, a: Any, b: Any, offs: Any, kind: str) -> Any:
     if kind == "torch":
         import torch
 
-        dtype = a.dtype if s.out_dtype is None else getattr(torch, s.out_dtype)
+        dtype = getattr(torch, s.out_dtype) if s.out_dtype else (
+            torch.bfloat16 if s.dtype in FP8 else a.dtype)
         result = (torch.zeros if empty else torch.empty)(shape, dtype=dtype, device=a.device)
         stream = torch_raw_stream()(plan.device)
     else:
@@ -232,7 +251,10 @@ def _run(plan: GroupedPlan, a: Any, b: Any, offs: Any, kind: str) -> Any:
             # (C by TMA stores: along K, in the inputs' dtype; else the kernel stores it)
             if s.along_k and s.out_dtype is None and plan.variant.tma_box("c", plan.params)
             else empty_map())
+    # FP8's scales after the maps (null where there are none)
+    scales = [0 if x is None else pointer(x) for x in (scale_a, scale_b)] \
+        if s.dtype in FP8 else []
     args = Arguments([ptr_a, ptr_b, ptr_c, *plan.sizes[:9], 0, *plan.sizes[9:11], *maps,
-                      pointer(offs), plan.sizes[11]])
+                      *scales, pointer(offs), plan.sizes[11]])
     enqueue(plan.launch, args, stream)
     return result

@@ -273,14 +273,15 @@ class Variant:
         """The specialisations the compile check builds for ``dtype``: every layout pair
         and flag combination with the plain epilogue, then each epilogue option on its own
         (the options are independent lines of the shared store code), and for 16-bit
-        inputs a float32 C. A memory-bound family's kernels have only the dtype and flags,
-        the grouped product's its layouts (it takes no epilogue) and a float32 C."""
+        inputs a float32 C. A memory-bound family's have the dtype and flags only."""
         a_layouts, b_layouts = self.layouts(dtype)
-        if self.family == "grouped":  # C in the inputs' dtype or unrounded
-            for a_layout, b_layout in itertools.product(a_layouts, b_layouts):
-                yield Spec(dtype, a_layout == "col", b_layout == "col")
-            yield Spec(dtype, a_layouts[0] == "col", b_layouts[0] == "col",
-                       out_dtype=UNROUNDED_OUTPUT)
+        if self.family == "grouped":  # no epilogue: layouts, a float32 C, FP8's scalings
+            first = dict(a_col=a_layouts[0] == "col", b_col=b_layouts[0] == "col")
+            yield from (Spec(dtype, a == "col", b == "col")
+                        for a, b in itertools.product(a_layouts, b_layouts))
+            yield Spec(dtype, **first, out_dtype=UNROUNDED_OUTPUT)
+            yield from (Spec(dtype, **first, scale_a=x, scale_b=x)
+                        for x in SCALINGS[1:] if dtype in EIGHT_BIT)
             return
         if self.family != "gemm":
             for flags in self.flag_values():
@@ -437,8 +438,7 @@ class Variant:
 
 
 _REGISTRY: dict[str, dict[str, Variant]] = {"gemm": {}}  # family -> name -> variant
-#: The families whose kernels multiply A by B (each read in a layout; rungs of the ladder)
-PRODUCT_FAMILIES = ("gemm", "grouped")
+PRODUCT_FAMILIES = ("gemm", "grouped")  # the families that multiply A by B, as rungs
 
 
 def register(variant: Variant) -> Variant:

@@ -1,23 +1,24 @@
-"""The grouped product's checks (``xgemm.grouped_matmul``), on what can be known without the
-GPU: the operands' shapes, dtypes, layouts and addresses, and the groups' ends' array.
-The ends' values lie on the GPU and are not read here (that would wait for the GPU): the
-kernel takes an end before the one before it as an empty group, and one past A's rows as
-A's last row.
+"""The grouped products' checks (``xgemm.grouped_matmul``), on what can be known without
+the GPU: the operands' shapes, dtypes, layouts and addresses, FP8's scales, and the
+groups' ends' array. The ends' values lie on the GPU and are not read here (that would
+wait for the GPU); the kernels take whatever they hold without reading or writing
+outside the arrays (docs/semantics.md).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..specs import UNROUNDED_OUTPUT
+from ..specs import DTYPES, UNROUNDED_OUTPUT
 from .arguments import INT_MAX, Layout, layout_of
 
-#: The dtypes the grouped rung multiplies (wgmma's 16-bit kinds).
-GROUPED_DTYPES = ("float16", "bfloat16")
+#: The dtypes the grouped rungs multiply: wgmma's 16-bit kinds, and FP8 groups of rows.
+SIXTEEN_BIT = ("float16", "bfloat16")
+FP8 = ("float8_e4m3fn", "float8_e5m2")
+#: What an FP8 grouped product may be stored as, its default first.
+FP8_OUTPUTS = ("bfloat16", "float16", "float32")
 #: TMA reads rows (and matrices) that start on 16-byte boundaries.
 TMA_ALIGNMENT = 16
-#: Bytes a value (both dtypes are 16-bit).
-ITEM = 2
 
 
 @dataclass(frozen=True)
@@ -47,14 +48,21 @@ class GroupedShapes:
     a: Layout
     b: Layout
     along_k: bool = False
-    out_dtype: str | None = None  # C's: None, the inputs'; or float32 (unrounded)
+    out_dtype: str | None = None  # C's, where not the inputs' (an FP8 product's: bfloat16)
+    scale_a: str = "none"         # FP8's scalings ("none", "tensor", "vector"; B's tensor:
+    scale_b: str = "none"         # one a group, its vector: one a column of each group)
+
+    @property
+    def itemsize(self) -> int:
+        return DTYPES[self.dtype].itemsize
 
 
-def _check_kinds(a: Operand, b: Operand, ends: Operand) -> None:
-    if a.dtype != b.dtype or a.dtype not in GROUPED_DTYPES:
+def _check_kinds(a: Operand, b: Operand, ends: Operand, dtypes: tuple[str, ...]) -> None:
+    if a.dtype != b.dtype or a.dtype not in dtypes:
+        fp8 = " or FP8 (PyTorch float8 tensors)" if FP8[0] in dtypes else ""
         raise TypeError(
-            f"grouped_matmul multiplies float16 or bfloat16 operands of one dtype; got A "
-            f"{a.dtype} and B {b.dtype}: convert them first (x.astype / x.to)")
+            f"grouped_matmul multiplies float16 or bfloat16{fp8} operands of one dtype "
+            f"here; got A {a.dtype} and B {b.dtype}: convert them first (x.astype / x.to)")
     if ends.dtype != "int32" or len(ends.shape) != 1:
         raise TypeError(
             f"the group ends (offs) must be a 1-D int32 array, as F.grouped_mm takes them; got "
@@ -67,7 +75,7 @@ def _layouts(a: Operand, b: Operand) -> tuple[Layout, Layout]:
     """How A and B lie (row- or column-major in their last two dimensions)."""
     found = []
     for name, x in (("A", a), ("B", b)):
-        layout = layout_of(x.shape, x.strides, ITEM)
+        layout = layout_of(x.shape, x.strides, DTYPES[x.dtype].itemsize)
         if layout is None:
             raise ValueError(
                 f"{name} (shape {x.shape}, byte strides {x.strides}) is neither row- nor "
@@ -76,20 +84,21 @@ def _layouts(a: Operand, b: Operand) -> tuple[Layout, Layout]:
     return found[0], found[1]
 
 
-def _check_alignment(a: Operand, b: Operand, layouts: tuple[Layout, Layout], dtype: str) -> None:
+def _check_alignment(a: Operand, b: Operand, layouts: tuple[Layout, Layout]) -> None:
     """TMA reads lines (and matrices) that start on 16-byte boundaries."""
+    item = DTYPES[a.dtype].itemsize
     for name, layout, x in (("A", layouts[0], a), ("B", layouts[1], b)):
         line = "column" if layout.col else "row"
-        if x.ptr % TMA_ALIGNMENT or (layout.ld * ITEM) % TMA_ALIGNMENT or (
-                layout.batch_stride * ITEM) % TMA_ALIGNMENT:
+        if x.ptr % TMA_ALIGNMENT or (layout.ld * item) % TMA_ALIGNMENT or (
+                layout.batch_stride * item) % TMA_ALIGNMENT:
             raise ValueError(
                 f"grouped_matmul reads A and B by TMA, whose lines must start on 16-byte "
-                f"boundaries: {name}'s {line}s are {layout.ld} {dtype} values apart "
-                f"({layout.ld * ITEM} bytes)"
+                f"boundaries: {name}'s {line}s are {layout.ld} {a.dtype} values apart "
+                f"({layout.ld * item} bytes)"
                 + (f", its matrices {layout.batch_stride}" if layout.batch_stride else "")
                 + f", and it starts {x.ptr % TMA_ALIGNMENT} bytes past a boundary; pad its "
-                "rows to a multiple of 8 values (a copy into a wider array), or multiply "
-                "each group with xgemm.matmul")
+                f"rows to a multiple of {TMA_ALIGNMENT // item} values (a copy into a wider "
+                "array), or multiply each group with xgemm.matmul")
 
 
 def check_grouped(a: Operand, b: Operand, ends: Operand) -> GroupedShapes:
@@ -107,7 +116,7 @@ def check_grouped(a: Operand, b: Operand, ends: Operand) -> GroupedShapes:
             f"grouped_matmul with group ends multiplies a 2-D A (tokens x K) by a 3-D B "
             f"(groups x K x N), or a 2-D A (M x tokens) by a 2-D B (tokens x N); got A of "
             f"shape {a.shape} and B of shape {b.shape}")
-    _check_kinds(a, b, ends)
+    _check_kinds(a, b, ends, SIXTEEN_BIT + FP8)
     rows, k = a.shape
     groups, k_b, n = b.shape
     if k_b != k:
@@ -118,8 +127,13 @@ def check_grouped(a: Operand, b: Operand, ends: Operand) -> GroupedShapes:
                          "one end a group")
     _check_extents(rows, n, k, groups)
     layouts = _layouts(a, b)
+    if a.dtype in FP8 and (layouts[0].col or not layouts[1].col) and 0 not in (rows, k):
+        raise ValueError(
+            "FP8 grouped products read A row-major and B's matrices K-major (wgmma reads "
+            "8-bit operands so): pass B as w.transpose(-2, -1) of a (G, N, K) weight, and A "
+            "contiguous")
     if 0 not in (rows, n, k, groups):  # (nothing read: no alignment to ask for)
-        _check_alignment(a, b, layouts, a.dtype)
+        _check_alignment(a, b, layouts)
         if layouts[1].batch_stride == 0 and groups > 1:
             raise ValueError("B's groups share one matrix (a broadcast): multiply A by it "
                              "with xgemm.matmul instead")
@@ -129,14 +143,14 @@ def check_grouped(a: Operand, b: Operand, ends: Operand) -> GroupedShapes:
 def check_grouped_k(a: Operand, b: Operand, ends: Operand) -> GroupedShapes:
     """As :func:`check_grouped`, for groups along K (the weight gradient): ``a`` M x T
     column-major (X^T, X a row-major T x M), ``b`` T x N row-major (dY), ``ends`` G ends
-    along T; C is G x M x N.
+    along T; C is G x M x N. 16-bit operands only.
 
     >>> op = lambda shape, strides, dtype="bfloat16": Operand(shape, strides, dtype, 0)
     >>> check_grouped_k(op((64, 96), (2, 128)), op((96, 32), (64, 2)),
     ...                 op((4,), (4,), "int32")).along_k
     True
     """
-    _check_kinds(a, b, ends)
+    _check_kinds(a, b, ends, SIXTEEN_BIT)
     m, tokens = a.shape
     tokens_b, n = b.shape
     groups = ends.shape[0]
@@ -151,7 +165,7 @@ def check_grouped_k(a: Operand, b: Operand, ends: Operand) -> GroupedShapes:
                 "grouped_matmul along K reads A column-major and B row-major, as the weight "
                 "gradient's operands lie (A = x.t() of a row-major tokens x M x, B a "
                 "row-major tokens x N dY): pass them so, or contiguous copies")
-        _check_alignment(a, b, layouts, a.dtype)
+        _check_alignment(a, b, layouts)
     return GroupedShapes(m, n, tokens, groups, a.dtype, *layouts, along_k=True)
 
 
@@ -161,15 +175,60 @@ def _check_extents(*extents: int) -> None:
 
 
 def check_out_dtype(out_dtype: str | None, dtype: str) -> str | None:
-    """The result's dtype as a Spec takes it: None for the inputs' own, or float32;
-    ValueError for any other.
+    """The result's dtype as a Spec takes it: None for the default (the inputs' own; an
+    FP8 product's bfloat16), else what was asked where it may be; ValueError otherwise.
 
     >>> check_out_dtype("float32", "bfloat16"), check_out_dtype("bfloat16", "bfloat16")
     ('float32', None)
+    >>> check_out_dtype("float16", "float8_e4m3fn")
+    'float16'
     """
-    if out_dtype in (None, dtype):
-        return None
-    if out_dtype == UNROUNDED_OUTPUT:
-        return out_dtype
-    raise ValueError(f"grouped_matmul writes {dtype} products as {dtype} or float32 (its "
-                     f"sums unrounded), not {out_dtype}")
+    if dtype in FP8:
+        if out_dtype in (None, FP8_OUTPUTS[0]):
+            return None
+        if out_dtype in FP8_OUTPUTS:
+            return out_dtype
+        allowed = " or ".join(FP8_OUTPUTS)
+    else:
+        if out_dtype in (None, dtype):
+            return None
+        if out_dtype == UNROUNDED_OUTPUT:
+            return out_dtype
+        allowed = f"{dtype} or float32 (its sums unrounded)"
+    raise ValueError(f"grouped_matmul writes {dtype} products as {allowed}, not {out_dtype}")
+
+
+def check_grouped_scales(scale_a: Operand | None, scale_b: Operand | None,
+                         shapes: GroupedShapes) -> tuple[str, str]:
+    """FP8's scalings: A's one (shape () or (1,)) or one a row of all the groups' ((T,)),
+    B's one a group ((G,)) or one a column of each group's matrix ((G, N)); float32 and
+    contiguous. Scales for 16-bit operands are a TypeError.
+
+    >>> from xgemm.checks.arguments import Layout
+    >>> s = GroupedShapes(96, 32, 64, 4, "float8_e4m3fn", Layout(False, 64, 0),
+    ...                   Layout(True, 64, 2048))
+    >>> check_grouped_scales(Operand((96,), (4,), "float32", 0),
+    ...                      Operand((4, 32), (128, 4), "float32", 0), s)
+    ('vector', 'vector')
+    """
+    if shapes.dtype not in FP8:
+        if scale_a is not None or scale_b is not None:
+            raise TypeError(f"scales are for FP8 operands; {shapes.dtype} products take none")
+        return "none", "none"
+    found = []
+    for name, scale, one, each in (("scale_a", scale_a, ((), (1,)), (shapes.m,)),
+                                   ("scale_b", scale_b, ((shapes.groups,),),
+                                    (shapes.groups, shapes.n))):
+        if scale is None:
+            found.append("none")
+            continue
+        contiguous = all(s == 4 * (1 if i == len(scale.shape) - 1 else scale.shape[-1])
+                         for i, s in enumerate(scale.strides))
+        if scale.dtype != "float32" or not contiguous or scale.shape not in (*one, each):
+            raise ValueError(
+                f"{name} must be a contiguous float32 array of shape "
+                f"{' or '.join(str(s) for s in (*one, each))} (one, or one a "
+                f"{'row' if name == 'scale_a' else 'column of each group'}); got "
+                f"{scale.dtype} of shape {scale.shape}")
+        found.append("tensor" if scale.shape in one else "vector")
+    return found[0], found[1]

@@ -7,6 +7,7 @@ ends besides A, B and C.
 from __future__ import annotations
 
 from ..registry import Variant, register
+from .regimes import WGMMA_8BIT
 from .tensor_cores import WGMMA
 
 # Rung 29: rung 14 walking the tiles of every group in turn, the groups' ends read on the
@@ -51,4 +52,24 @@ register(Variant(
        "b_layouts": ("row",),
        "grid": ("SMS", "1"),
        "extra_args": ("tensor_map_a", "tensor_map_b", "tensor_map_c", "group_ends", "groups")},
+))
+
+# Rung 29 on FP8 operands: the same template on rung 18's kernel (K-major operands, 128
+# values a 128-byte row, the scales in the epilogue), C staged as 16-bit values or from
+# registers. Defaults reasoned, not yet swept: rung 18's 128 x 128 candidate point.
+register(Variant(
+    family="grouped",
+    name="wgmma_8bit",
+    adds="rung 29 on FP8 operands (rung 18's kernel): the walk over groups, A's row scales"
+         " and each group's column scales of B",
+    **{**WGMMA_8BIT,
+       "template": "gemm/29_wgmma_grouped.cu.j2",
+       "constraints": [*WGMMA_8BIT["constraints"], "TMA_STORE in (0, 2)"],
+       "defaults": {"BM": 128, "BN": 128, "CONSUMERS": 2, "STAGES": 4, "GROUP": 8,
+                    "TMA_STORE": 2},
+       "space": {"BM": [128, 256], "BN": [128, 256], "CONSUMERS": [2], "STAGES": [3, 4, 5],
+                 "GROUP": [8], "TMA_STORE": [0, 2]},
+       "dtypes": ("float8_e4m3fn", "float8_e5m2"),
+       "grid": ("SMS", "1"),
+       "extra_args": (*WGMMA_8BIT["extra_args"], "group_ends", "groups")},
 ))

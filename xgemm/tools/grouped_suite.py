@@ -1,8 +1,8 @@
 """``xgemm bench --suite grouped``: ``xgemm.grouped_matmul`` against PyTorch's grouped
-kernel (``F.grouped_mm``) and a loop of ``torch.matmul`` on the same data, and against
-xgemm's dense wgmma on the same multiply-adds: the cases of a mixture-of-experts layer
-(bfloat16, x (tokens, K), w (G, K, N) as the transpose of a (G, N, K) weight), evenly and
-skewedly routed.
+kernel (``F.grouped_mm``), a loop of ``torch.matmul`` on the same data and xgemm's dense
+wgmma on the same multiply-adds, and again in FP8: the cases of a mixture-of-experts
+layer (bfloat16, x (tokens, K), w (G, K, N) as the transpose of a (G, N, K) weight),
+evenly and skewedly routed.
 
 Kernel time: CUDA events around each call, the L2 scrubbed before each, median of many.
 Call time: 20 calls queued back to back, per call. Error: against F.grouped_mm's result.
@@ -86,7 +86,13 @@ def measure(name: str, groups: int, rows: int, k: int, n: int, routing: str,
             if starts[g + 1] > starts[g]:
                 torch.matmul(x[starts[g]:starts[g + 1]], w[g])
 
+    # the same products in FP8 (e4m3), a scale a row of x and a column of each expert's w
+    x8, w8 = x.to(torch.float8_e4m3fn), w.to(torch.float8_e4m3fn)
+    scale_a = torch.ones(rows, device="cuda")
+    scale_b = torch.ones(groups, n, device="cuda")
     contenders = {"xgemm": lambda: xgemm.grouped_matmul(x, w, offs=ends),
+                  "xgemm_fp8": lambda: xgemm.grouped_matmul(x8, w8, offs=ends, scale_a=scale_a,
+                                                            scale_b=scale_b),
                   "grouped_mm": lambda: grouped_mm(x, w, offs=ends),
                   "loop": loop,
                   "dense": lambda: xgemm.matmul(x, w[0])}  # the same multiply-adds
@@ -116,21 +122,24 @@ def run(progress: Callable[[dict], None] | None = None) -> list[dict[str, Any]]:
 
 def table(rows: Sequence[dict[str, Any]]) -> str:
     """The rows as a Markdown table: TFLOP/s, and xgemm's speed-up over F.grouped_mm (kernel
-    and call) and against its own dense product of the same multiply-adds.
+    and call), against its own dense product of the same multiply-adds, and FP8's over
+    16 bits.
 
     >>> print(table([{"case": "c", "routing": "even", "xgemm_tflops": 600.0,
     ...               "grouped_mm_tflops": 300.0, "grouped_mm_ms": 2.0, "xgemm_ms": 1.0,
     ...               "grouped_mm_call_ms": 2.2, "xgemm_call_ms": 1.1, "dense_ms": 0.9,
-    ...               "loop_tflops": 50.0}]).splitlines()[-1])
-    | c | even | 600 | 300 | 2.00x | 2.00x | 0.90x | 50 |
+    ...               "loop_tflops": 50.0, "xgemm_fp8_tflops": 1100.0,
+    ...               "xgemm_fp8_ms": 0.55}]).splitlines()[-1])
+    | c | even | 600 | 300 | 2.00x | 2.00x | 0.90x | 50 | 1100 | 1.82x |
     """
     header = ("case", "routing", "xgemm TFLOP/s", "F.grouped_mm TFLOP/s", "x F.grouped_mm",
-              "x F.grouped_mm (call)", "x dense", "loop TFLOP/s")
+              "x F.grouped_mm (call)", "x dense", "loop TFLOP/s", "FP8 TFLOP/s", "FP8 x 16-bit")
     lines = ["| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
     for r in rows:
         lines.append(
             f"| {r['case']} | {r['routing']} | {r['xgemm_tflops']:.0f} | "
             f"{r['grouped_mm_tflops']:.0f} | {r['grouped_mm_ms'] / r['xgemm_ms']:.2f}x | "
             f"{r['grouped_mm_call_ms'] / r['xgemm_call_ms']:.2f}x | "
-            f"{r['dense_ms'] / r['xgemm_ms']:.2f}x | {r['loop_tflops']:.0f} |")
+            f"{r['dense_ms'] / r['xgemm_ms']:.2f}x | {r['loop_tflops']:.0f} | "
+            f"{r['xgemm_fp8_tflops']:.0f} | {r['xgemm_ms'] / r['xgemm_fp8_ms']:.2f}x |")
     return "\n".join(lines)
