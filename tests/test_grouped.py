@@ -280,46 +280,64 @@ def test_grouped_graph_replays_with_other_group_sizes():
         _check(out, x, w, [sum(counts[:g + 1]) for g in range(8)], TOLERANCE["bfloat16"])
 
 
-# groups along K: (group sizes in tokens, M, N)
+# groups along K: (the groups' ends, tokens, M, N)
 ALONG_K_CASES = {
-    "empty groups, tails": ([300, 0, 212, 1000, 7, 501, 0, 50], 256, 192),
-    "one-token groups": ([1, 1, 65, 1, 1], 128, 128),
-    "all in one group": ([0, 0, 1000, 0], 320, 136),
-    "tokens past the last end": ([100, 60, 200], 128, 256),
+    "empty groups, tails": ([300, 300, 512, 1512, 1519, 2020, 2020, 2070], 2070, 256, 192),
+    "one-token groups": ([1, 2, 67, 68, 69], 69, 128, 128),
+    "all in one group": ([0, 0, 1000, 1000], 1000, 320, 136),
+    "tokens past the last end": ([100, 160, 360], 397, 128, 256),
+    "unsorted, past T": ([200, 90, 450, 420, 9999], 700, 192, 64),
+    "odd N": ([130, 130, 400], 400, 128, 100),  # C's rows not whole 16-byte lines
 }
+
+
+def _along_k_reference(x, dy, ends):
+    """Each group's float64 dW over its tokens (as the kernels take them: _spans)."""
+    import torch
+
+    out = torch.zeros(len(ends), x.shape[1], dy.shape[1], dtype=torch.float64, device=x.device)
+    for g, (start, stop) in enumerate(_spans(ends, x.shape[0])):
+        out[g] = x[start:stop].double().t() @ dy[start:stop].double()
+    return out
 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("params", [{}, {"TMA_STORE": 0}, {"TMA_STORE": 2},
-                                    {"BM": 64, "CONSUMERS": 1, "STAGES": 6}],
-                         ids=["defaults", "C_from_registers", "C_lined", "BM64"])
+                                    {"BM": 64, "CONSUMERS": 1, "STAGES": 6},
+                                    {"BN": 64}, {"CONSUMERS": 1}, {"STAGES": 2}],
+                         ids=["defaults", "C_from_registers", "C_lined", "BM64", "BN64",
+                              "one_consumer", "two_stages"])
 @pytest.mark.parametrize("case", list(ALONG_K_CASES), ids=list(ALONG_K_CASES))
 def test_grouped_along_k_matches_a_float64_loop(case, params):
     """The weight gradient's products: each group's matrix against its float64 product
-    over its own tokens (a group's last slot holds the next group's tokens, which must
-    count as zeros), a group with no tokens exactly zero; NaN-poisoned first."""
+    over its own tokens, a group with no tokens exactly zero, the result poisoned with NaN
+    first. A group's last slot holds the next group's tokens: the tokens past the last
+    end are NaN in x (and, below, in dy), so any of them left unzeroed shows."""
     torch = pytest.importorskip("torch")
     _hopper()
-    counts, m, n = ALONG_K_CASES[case]
-    extra = 37 if case == "tokens past the last end" else 0
-    tokens = sum(counts) + extra
+    ends, tokens, m, n = ALONG_K_CASES[case]
     gen = torch.Generator("cuda").manual_seed(13)
     x = torch.randn(tokens, m, device="cuda", dtype=torch.bfloat16, generator=gen)
     dy = torch.randn(tokens, n, device="cuda", dtype=torch.bfloat16, generator=gen)
-    ends = torch.tensor(counts, device="cuda").cumsum(0).int()
-    poison = torch.full((len(counts), m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
-    del poison
-    got = xgemm.grouped_matmul(x.t(), dy, offs=ends, params=params)
-    assert got.shape == (len(counts), m, n)
-    start = 0
-    for g, size in enumerate(counts):
-        if size == 0:
-            assert not got[g].any(), g
-        else:
-            ref = x[start:start + size].double().t() @ dy[start:start + size].double()
-            error = float(torch.linalg.norm(got[g].double() - ref) / torch.linalg.norm(ref))
-            assert error < TOLERANCE["bfloat16"], (g, error)
-        start += size
+    offs = torch.tensor(ends, device="cuda", dtype=torch.int32)
+    ref = _along_k_reference(x, dy, ends)
+    last = _spans(ends, tokens)[-1][1]
+    for poisoned in (x, dy) if last < tokens else (None,):
+        if poisoned is not None:
+            poisoned[last:] = float("nan")
+        poison = torch.full((len(ends), m, n), float("nan"), device="cuda",
+                            dtype=torch.bfloat16)
+        del poison
+        got = xgemm.grouped_matmul(x.t(), dy, offs=offs, params=params)
+        for g in range(len(ends)):
+            norm = float(torch.linalg.norm(ref[g]))
+            if norm == 0:
+                assert not got[g].any(), g
+            else:
+                error = float(torch.linalg.norm(got[g].double() - ref[g])) / norm
+                assert error < TOLERANCE["bfloat16"], (g, error)
+        if poisoned is not None:
+            poisoned[last:] = 0.0
 
 
 @pytest.mark.gpu
@@ -349,22 +367,33 @@ def test_grouped_float32_results(along_k):
         _check(got, x, w, ends.tolist(), TOLERANCE["float32"])
 
 
+FP8_CASES = {  # scales, output, format, the rung's point
+    "row_and_column_scales": ("vector", "bfloat16", "float8_e4m3fn", {}),
+    "scales_staged": ("vector", "bfloat16", "float8_e4m3fn", {"BN": 256, "STAGES": 3}),
+    "from_registers_float16": ("vector", "float16", "float8_e5m2", {"TMA_STORE": 0}),
+    "one_scale_each_float32": ("tensor", "float32", "float8_e4m3fn", {}),
+    "no_scales": ("none", "bfloat16", "float8_e5m2", {}),
+}
+
+
 @pytest.mark.gpu
-@pytest.mark.parametrize("scales", ["none", "tensor", "vector"])
-@pytest.mark.parametrize("out", ["bfloat16", "float32"])
-def test_fp8_grouped_matches_its_dequantised_float64_product(scales, out):
+@pytest.mark.parametrize("case", list(FP8_CASES), ids=list(FP8_CASES))
+def test_fp8_grouped_matches_its_dequantised_float64_product(case):
     """FP8 groups of rows (rung 29 on rung 18's kernel), each group against the float64
-    product of its dequantised operands times the scales, rows past the last end zero."""
+    product of its dequantised operands times the scales, rows past the last end zero:
+    each scaling, each output, both formats, the scales staged in shared memory (256
+    columns a tile) and read from registers."""
     from xgemm.tools.tolerances import TOLERANCE as TOLERANCES
 
     torch = pytest.importorskip("torch")
     _hopper()
+    scales, out, fmt, params = FP8_CASES[case]
     counts, extra, k, n = [200, 0, 1, 333, 90], 30, 256, 384
     rows = sum(counts) + extra
     gen = torch.Generator("cuda").manual_seed(19)
-    x = torch.randn(rows, k, device="cuda", generator=gen).to(torch.float8_e4m3fn)
+    x = torch.randn(rows, k, device="cuda", generator=gen).to(getattr(torch, fmt))
     w = torch.randn(len(counts), n, k, device="cuda", generator=gen).to(
-        torch.float8_e4m3fn).transpose(1, 2)  # K-major: (G, N, K) stored
+        getattr(torch, fmt)).transpose(1, 2)  # K-major: (G, N, K) stored
     ends = torch.tensor(counts, device="cuda").cumsum(0).int()
     scale_a = scale_b = None
     if scales == "tensor":
@@ -374,7 +403,7 @@ def test_fp8_grouped_matches_its_dequantised_float64_product(scales, out):
         scale_a = torch.rand(rows, device="cuda", generator=gen) + 0.5
         scale_b = torch.rand(len(counts), n, device="cuda", generator=gen) + 0.5
     got = xgemm.grouped_matmul(x, w, offs=ends, scale_a=scale_a, scale_b=scale_b,
-                               out_dtype=getattr(torch, out))
+                               out_dtype=getattr(torch, out), params=params)
     assert got.dtype == getattr(torch, out) and got.shape == (rows, n)
     start = 0
     for g, size in enumerate(counts):
@@ -393,6 +422,43 @@ def test_fp8_grouped_matches_its_dequantised_float64_product(scales, out):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("along_k", [False, True], ids=["groups_of_rows", "groups_along_k"])
+def test_grouped_gradients_on_the_gpu(along_k):
+    """x.grad and w.grad through the operator's backward (the grouped products in the
+    layouts it builds) against float64 autograd of the same loop, the ends out of order."""
+    torch = pytest.importorskip("torch")
+    _hopper()
+    ends = [300, 120, 512, 700, 640, 900]  # 960 rows or tokens: 60 past the last group
+    offs = torch.tensor(ends, device="cuda", dtype=torch.int32)
+    gen = torch.Generator("cuda").manual_seed(23)
+    if along_k:  # a = x.t() (M x T), b = dy (T x N): C is G x M x N
+        x = torch.randn(960, 192, device="cuda", dtype=torch.bfloat16, generator=gen)
+        b = torch.randn(960, 136, device="cuda", dtype=torch.bfloat16, generator=gen)
+        a = x.t()
+    else:  # a (T x K), b = w.transpose of a (G, N, K) weight
+        a = torch.randn(960, 256, device="cuda", dtype=torch.bfloat16, generator=gen)
+        b = torch.randn(len(ends), 192, 256, device="cuda", dtype=torch.bfloat16,
+                        generator=gen).transpose(1, 2)
+    a, b = a.detach().requires_grad_(), b.detach().requires_grad_()
+    got = xgemm.grouped_matmul(a, b, offs=offs)
+    weight = torch.randn(got.shape, device="cuda", generator=gen)
+    (got.float() * weight).sum().backward()
+    a64, b64 = a.detach().double().requires_grad_(), b.detach().double().requires_grad_()
+    spans = _spans(ends, 960)
+    if along_k:
+        want = torch.stack([a64[:, s:e] @ b64[s:e] for s, e in spans])
+    else:
+        want = torch.zeros(960, b.shape[-1], dtype=torch.float64, device="cuda")
+        want = torch.cat([a64[s:e] @ b64[g] for g, (s, e) in enumerate(spans)]
+                         + [want[spans[-1][1]:]])
+    (want * weight.double()).sum().backward()
+    for grad, ref in ((a.grad, a64.grad), (b.grad, b64.grad)):
+        assert grad.shape == ref.shape
+        error = float(torch.linalg.norm(grad.double() - ref) / torch.linalg.norm(ref))
+        assert error < TOLERANCE["bfloat16"], error
+
+
+@pytest.mark.gpu
 def test_grouped_without_offs_is_the_batched_product():
     torch = pytest.importorskip("torch")
     gen = torch.Generator("cuda").manual_seed(5)
@@ -405,22 +471,12 @@ def test_grouped_without_offs_is_the_batched_product():
 
 
 # -- the PyTorch operator's backward, on the CPU ------------------------------------------------
-def _spans_k(ends, tokens):
-    """Along K, group g's tokens: from the end before it to its own, within the tokens."""
-    spans, start = [], 0
-    for end in ends:
-        start = min(max(start, 0), tokens)
-        stop = min(max(end, start), tokens)
-        spans.append((start, stop))
-        start = end
-    return spans
-
-
 @pytest.fixture
 def grouped_cpu_reference():
     """The grouped operator on CPU tensors, a loop over the groups as each rung defines
-    them, so that gradcheck can check the backward's formulas (made of the operator
-    itself) where there is no GPU."""
+    them (both kinds start a group where the largest end before it lies), so that
+    gradcheck can check the backward's formulas (made of the operator itself) where there
+    is no GPU."""
     torch = pytest.importorskip("torch")
     import xgemm.torch  # noqa: F401  (registers the operator)
 
@@ -432,7 +488,7 @@ def grouped_cpu_reference():
                 out[start:stop] = a[start:stop] @ b[g]
             return out
         out = a.new_zeros(len(ends), a.shape[0], b.shape[1])
-        for g, (start, stop) in enumerate(_spans_k(ends, a.shape[1])):
+        for g, (start, stop) in enumerate(_spans(ends, a.shape[1])):
             out[g] = a[:, start:stop] @ b[start:stop]
         return out
 
@@ -442,10 +498,13 @@ def grouped_cpu_reference():
     library._destroy()
 
 
+@pytest.mark.parametrize("ends", [[3, 3, 7, 12], [7, 3, 12, 14], [5, -2, 9, 20]],
+                         ids=["sorted", "unsorted", "negative_and_past_t"])
 @pytest.mark.parametrize("along_k", [False, True], ids=["groups_of_rows", "groups_along_k"])
-def test_grouped_backward_formulas(grouped_cpu_reference, along_k):
-    """gradcheck (float64) of A and B through xgemm.torch.grouped_mm: empty groups and
-    rows past the last end included."""
+def test_grouped_backward_formulas(grouped_cpu_reference, along_k, ends):
+    """gradcheck (float64) of A and B through xgemm.torch.grouped_mm: empty groups, rows
+    past the last end, and ends out of order or out of range (the backward's products
+    must take the groups as the forward's did)."""
     torch = grouped_cpu_reference
     import xgemm.torch as xt
 
@@ -455,7 +514,7 @@ def test_grouped_backward_formulas(grouped_cpu_reference, along_k):
         return torch.randn(*shape, generator=generator, dtype=torch.float64,
                            requires_grad=True)
 
-    ends = torch.tensor([3, 3, 7, 12], dtype=torch.int32)  # 14 tokens: two past the end
+    ends = torch.tensor(ends, dtype=torch.int32)  # 14 tokens or rows
     if along_k:
         a, b = rand(5, 14), rand(14, 6)
     else:

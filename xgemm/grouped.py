@@ -11,7 +11,7 @@ mixture-of-experts layer: each expert's tokens by that expert's weights), with
   Rung 29 (``kernels/gemm/29_wgmma_grouped.cu.j2``).
 - A 2-D (M x T) and B 2-D (T x N) with ``offs`` along T (the weight gradient: A = X^T,
   B = dY): group g sums over tokens ``offs[g - 1]:offs[g]`` into matrix g of the
-  (G x M x N) result; a group with no tokens gives zeros. Rung 30
+  (G x M x N) result; a group with no tokens gives zeros. Its groups start as above. Rung 30
   (``kernels/gemm/30_wgmma_grouped_k.cu.j2``), A column-major and B row-major.
 - A and B both 3-D, no ``offs``: the batched product, which ``xgemm.matmul`` runs.
 
@@ -183,6 +183,10 @@ def _plan(a: Operand, b: Operand, ends: Operand, scale_a: Operand | None,
     v = get_variant(ALONG_K if along_k else ROWS_FP8 if shapes.dtype in FP8 else ROWS,
                     "grouped")
     p = v.resolve(dict(params), shapes.dtype)
+    if along_k and p["TMA_STORE"] == 1 and (shapes.out_dtype or shapes.n * 2 % TMA_ALIGNMENT):
+        # C's rows TMA cannot write (staged and sent a row at a time), or float32 C (not
+        # staged: from registers, and the ring keeps the staging area's room)
+        p = v.resolve({**p, "TMA_STORE": 0 if shapes.out_dtype else 2}, shapes.dtype)
     check_arch(v, shapes.dtype, device)
     smem = check_device_limits(v, p, shapes.dtype, device)
     spec = Spec(shapes.dtype, shapes.a.col, shapes.b.col, out_dtype=shapes.out_dtype,
