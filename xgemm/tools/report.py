@@ -300,19 +300,36 @@ def torch_suite_table(results: Results) -> str:
     return "\n".join(lines)
 
 
+def grouped_suite_table(results: Results) -> str:
+    """``xgemm bench --suite grouped``'s rows (``xgemm.tools.grouped_suite.table``), and the
+    GPU and commit they ran on.
+
+    >>> grouped_suite_table(Results(Path(".")))
+    'No grouped runs (`xgemm bench --suite grouped --json FILE`).'
+    """
+    if not results.grouped_suite:
+        return "No grouped runs (`xgemm bench --suite grouped --json FILE`)."
+    from .grouped_suite import table
+
+    machine = results.grouped_suite.get("machine", {})
+    return (table(results.grouped_suite["grouped_suite"]) + f"\n\n{machine.get('gpu', '?')},"
+            f" commit {machine.get('commit', 'unknown')}.")
+
+
 # -- README ------------------------------------------------------------------------------
 def render(results: Results, readme_dir: str | os.PathLike[str] = REPO) -> dict[str, str]:
     """Every region's text, by region name.
 
     >>> sorted(render(Results(Path("."))))  # doctest: +NORMALIZE_WHITESPACE
-    ['call_cost', 'figures', 'generalisation', 'ladder', 'machine', 'suite', 'torch_suite',
-     'training']
+    ['call_cost', 'figures', 'generalisation', 'grouped_suite', 'ladder', 'machine', 'suite',
+     'torch_suite', 'training']
     """
     return {"ladder": ladder_table(results), "machine": machine_line(results, readme_dir),
             "figures": figures(results, readme_dir), "call_cost": call_cost_tables(results),
             "suite": suite_table(results), "generalisation": generalisation_table(results),
             "training": training_table(results, readme_dir),
-            "torch_suite": torch_suite_table(results)}
+            "torch_suite": torch_suite_table(results),
+            "grouped_suite": grouped_suite_table(results)}
 
 
 def update(text: str, regions: Mapping[str, str]) -> str:

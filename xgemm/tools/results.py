@@ -52,6 +52,8 @@ class Results:
     training_figures: list[Path] = field(default_factory=list)
     #: ``xgemm bench --suite torch --json``'s file, as written (the last by name)
     torch_suite: dict[str, Any] | None = None
+    #: ``xgemm bench --suite grouped --json``'s file: its machine and its rows
+    grouped_suite: dict[str, Any] | None = None
 
     def columns(self) -> list[str]:
         """The columns that have runs, in table order.
@@ -108,6 +110,8 @@ def load(directory: str | os.PathLike[str]) -> Results:
             results.generalisation.append(data)
         elif isinstance(data.get("torch_suite"), list):
             results.torch_suite = data
+        elif isinstance(data.get("grouped_suite"), list):
+            results.grouped_suite = data
         elif isinstance(data.get("suite"), list):
             results.suite += data["suite"]
             results.suite_commits.add(str(data.get("machine", {}).get("commit") or "unknown"))
