@@ -287,7 +287,8 @@ ALONG_K_CASES = {
     "all in one group": ([0, 0, 1000, 1000], 1000, 320, 136),
     "tokens past the last end": ([100, 160, 360], 397, 128, 256),
     "unsorted, past T": ([200, 90, 450, 420, 9999], 700, 192, 64),
-    "odd N": ([130, 130, 400], 400, 128, 100),  # C's rows not whole 16-byte lines
+    # C's rows not whole 16-byte lines (dY's are: a slice of rows of 104)
+    "odd N": ([130, 130, 400], 400, 128, 100),
 }
 
 
@@ -318,7 +319,8 @@ def test_grouped_along_k_matches_a_float64_loop(case, params):
     ends, tokens, m, n = ALONG_K_CASES[case]
     gen = torch.Generator("cuda").manual_seed(13)
     x = torch.randn(tokens, m, device="cuda", dtype=torch.bfloat16, generator=gen)
-    dy = torch.randn(tokens, n, device="cuda", dtype=torch.bfloat16, generator=gen)
+    dy = torch.randn(tokens, -(-n // 8) * 8, device="cuda", dtype=torch.bfloat16,
+                     generator=gen)[:, :n]  # rows on 16 bytes, as TMA reads them
     offs = torch.tensor(ends, device="cuda", dtype=torch.int32)
     ref = _along_k_reference(x, dy, ends)
     last = _spans(ends, tokens)[-1][1]
