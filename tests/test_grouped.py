@@ -52,11 +52,13 @@ def test_bad_grouped_operands_are_refused_with_the_fix(a, b, ends, error, match)
 
 
 def test_grouped_layouts_and_misaligned_start():
-    """A transposed A and a K-major B are read in place; an address off a 16-byte
-    boundary is refused."""
-    shapes = check_grouped(op((64, 32), (2, 128)), op((4, 32, 16), (1024, 2, 64)),
+    """A K-major B is read in place; a column-major A (its groups' lines would start off
+    TMA's 16-byte boundaries) and an address off a 16-byte boundary are refused."""
+    shapes = check_grouped(contiguous((64, 32)), op((4, 32, 16), (1024, 2, 64)),
                            contiguous((4,), "int32"))
-    assert shapes.a.col and shapes.b.col and shapes.b.batch_stride == 512
+    assert not shapes.a.col and shapes.b.col and shapes.b.batch_stride == 512
+    with pytest.raises(ValueError, match=r"reads a groups-of-rows A .* pass a.contiguous\(\)"):
+        check_grouped(op((64, 32), (2, 128)), contiguous((4, 32, 16)), contiguous((4,), "int32"))
     with pytest.raises(ValueError, match="starts 8 bytes past a boundary"):
         check_grouped(op((64, 32), (64, 2), ptr=8), contiguous((4, 32, 16)),
                       contiguous((4,), "int32"))
@@ -71,7 +73,7 @@ def test_fp8_grouped_checks():
     a, b_k = op((96, 64), (64, 1), e4m3), op((4, 64, 32), (2048, 1, 64), e4m3)
     ends = contiguous((4,), "int32")
     shapes = check_grouped(a, b_k, ends)
-    with pytest.raises(ValueError, match="FP8 grouped products read A row-major and B's"):
+    with pytest.raises(ValueError, match="FP8 grouped products read B's matrices K-major"):
         check_grouped(a, op((4, 64, 32), (2048, 32, 1), e4m3), ends)
     with pytest.raises(TypeError, match="float16 or bfloat16 operands of one dtype here"):
         check_grouped_k(op((64, 96), (1, 64), e4m3), op((96, 32), (32, 1), e4m3), ends)
@@ -180,13 +182,10 @@ def _case(name):
     return ends, sum(counts) + extra, k, n, b_row
 
 
-def _operands(torch, rows, k, n, groups, dtype, b_k_major, a_col=False, seed=7):
+def _operands(torch, rows, k, n, groups, dtype, b_k_major, seed=7):
     gen = torch.Generator("cuda").manual_seed(seed)
     dt = getattr(torch, dtype)
-    if a_col:
-        x = torch.randn(k, rows, device="cuda", dtype=dt, generator=gen).t()
-    else:
-        x = torch.randn(rows, k, device="cuda", dtype=dt, generator=gen)
+    x = torch.randn(rows, k, device="cuda", dtype=dt, generator=gen)
     if b_k_major:
         w = torch.randn(groups, n, k, device="cuda", dtype=dt, generator=gen).transpose(1, 2)
     else:
@@ -217,32 +216,29 @@ def test_grouped_matches_a_float64_loop(case, b_k_major, dtype):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("params", [{}, {"TMA_STORE": 0}, {"BM": 64, "CONSUMERS": 1,
-                                                          "STAGES": 6}],
+@pytest.mark.parametrize("params", [{}, {"TMA_STORE": 0}, {"BM": 64, "BN": 128,
+                                                          "CONSUMERS": 1, "STAGES": 6}],
                          ids=["defaults", "C_from_registers", "BM64"])
-@pytest.mark.parametrize("a_col", [False, True], ids=["A_row", "A_col"])
-def test_grouped_points_and_a_column_major_a(params, a_col):
-    """Other points of the rung (C stored from registers, 64-row tiles of one consumer)
-    and A read column-major (a transposed view), with K-major B, on tiles enough that each
-    block walks several groups."""
+def test_grouped_points(params):
+    """Other points of the rung (C stored from registers, 64-row tiles of one consumer),
+    with K-major B, on tiles enough that each block walks several groups."""
     torch = pytest.importorskip("torch")
     _hopper()
     ends, rows, k, n, _ = _case("many tiles a block")
-    x, w = _operands(torch, rows, k, n, len(ends), "bfloat16", True, a_col=a_col)
+    x, w = _operands(torch, rows, k, n, len(ends), "bfloat16", True)
     got = xgemm.grouped_matmul(x, w, offs=torch.tensor(ends, device="cuda",
                                                         dtype=torch.int32), params=params)
     _check(got, x, w, ends, TOLERANCE["bfloat16"])
 
 
 @pytest.mark.gpu
-def test_grouped_on_cupy_arrays_and_a_transposed_a():
-    """CuPy arrays in, a CuPy array out; A read column-major (a transposed view)."""
+def test_grouped_on_cupy_arrays():
+    """CuPy arrays in, a CuPy array out."""
     cupy = pytest.importorskip("cupy")
     _hopper()
     rng = cupy.random.default_rng(3)
     counts = [70, 0, 130, 56]
     x = rng.standard_normal((256, 512), dtype=cupy.float32).astype(cupy.float16)
-    x_t = cupy.asfortranarray(x)  # the same values, column-major
     w = rng.standard_normal((4, 512, 192), dtype=cupy.float32).astype(cupy.float16)
     ends = cupy.asarray(counts, dtype=cupy.int32).cumsum().astype(cupy.int32)
     ref = cupy.zeros((256, 192))
@@ -250,11 +246,10 @@ def test_grouped_on_cupy_arrays_and_a_transposed_a():
     for g, r in enumerate(counts):
         ref[start:start + r] = x[start:start + r].astype(cupy.float64) @ w[g].astype(cupy.float64)
         start += r
-    for a in (x, x_t):
-        got = xgemm.grouped_matmul(a, w, offs=ends)
-        assert isinstance(got, cupy.ndarray)
-        error = float(cupy.linalg.norm(got.astype(cupy.float64) - ref) / cupy.linalg.norm(ref))
-        assert error < TOLERANCE["float16"]
+    got = xgemm.grouped_matmul(x, w, offs=ends)
+    assert isinstance(got, cupy.ndarray)
+    error = float(cupy.linalg.norm(got.astype(cupy.float64) - ref) / cupy.linalg.norm(ref))
+    assert error < TOLERANCE["float16"]
 
 
 @pytest.mark.gpu

@@ -8,7 +8,7 @@ mixture-of-experts layer: each expert's tokens by that expert's weights), with
   the GPU only, so nothing waits for it and a CUDA graph replays the call with other
   group sizes. Each group starts where the largest end before it lies: an end below that
   gives its group no rows, and one past T counts as T.
-  Rung 29 (``kernels/gemm/29_wgmma_grouped.cu.j2``).
+  Rung 29 (``kernels/gemm/29_wgmma_grouped.cu.j2``), A row-major, B's matrices either way.
 - A 2-D (M x T) and B 2-D (T x N) with ``offs`` along T (the weight gradient: A = X^T,
   B = dY): group g sums over tokens ``offs[g - 1]:offs[g]`` into matrix g of the
   (G x M x N) result; a group with no tokens gives zeros. Its groups start as above. Rung 30
@@ -26,7 +26,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from . import gpu
@@ -43,7 +43,7 @@ from .checks.grouped import (
 )
 from .compile import get_kernel
 from .frameworks import framework, pointer, torch_raw_stream
-from .kernel_args import Arguments, geometry, packed
+from .kernel_args import Arguments, geometry, packed, remembered
 from .launch import empty_map, enqueue, tensor_map
 from .registry import Variant, get_variant
 from .specs import Spec
@@ -57,7 +57,8 @@ ROWS, ROWS_FP8, ALONG_K = "wgmma", "wgmma_8bit", "wgmma_k"
 
 @dataclass(frozen=True)
 class GroupedPlan:
-    """What a grouped call's signature fixes: the kernel, its launch, its sizes packed."""
+    """What a grouped call's signature fixes: the kernel, its launch, its sizes packed;
+    and the kernel arguments of its recent calls, by their addresses."""
 
     variant: Variant
     params: dict[str, int]
@@ -65,6 +66,7 @@ class GroupedPlan:
     device: int
     launch: tuple       # the function, grid, block and shared memory (kernel_args.geometry)
     sizes: tuple        # M, N, K, leading dimensions, batch strides, alpha, beta; G
+    recent_args: dict = field(default_factory=dict, compare=False, repr=False)
 
 
 def grouped_matmul(a: Any, b: Any, offs: Any = None, *, scale_a: Any = None,
@@ -247,7 +249,22 @@ def _run(plan: GroupedPlan, a: Any, b: Any, offs: Any, kind: str, scale_a: Any =
         stream = cupy.cuda.get_current_stream().ptr
     if empty:
         return result
-    ptr_a, ptr_b, ptr_c = pointer(a), pointer(b), pointer(result)
+    # FP8's scales after the maps (null where there are none)
+    scales = tuple(0 if x is None else pointer(x) for x in (scale_a, scale_b)) \
+        if s.dtype in FP8 else ()
+    ptrs = (pointer(a), pointer(b), pointer(result), pointer(offs), *scales)
+    # built once per set of addresses: a layer's calls reuse its weights', and PyTorch's
+    # pool hands its activations' and results' blocks back from step to step
+    enqueue(plan.launch, remembered(plan.recent_args, ptrs, lambda: _arguments(plan, ptrs)),
+            stream)
+    return result
+
+
+def _arguments(plan: GroupedPlan, ptrs: tuple[int, ...]) -> Arguments:
+    """The kernel's arguments at A's, B's, C's and the ends' addresses (and the FP8
+    scales' after them): the plan's sizes, and the operands' tensor maps."""
+    s = plan.shapes
+    ptr_a, ptr_b, ptr_c, ptr_ends, *scales = ptrs
     maps = (_map(plan, "a", ptr_a, s.a.col, s.m, s.k, s.a.ld),
             _map(plan, "b", ptr_b, s.b.col, s.k, s.n, s.b.ld, s.groups if not s.along_k else 1,
                  s.b.batch_stride),
@@ -255,10 +272,5 @@ def _run(plan: GroupedPlan, a: Any, b: Any, offs: Any, kind: str, scale_a: Any =
             # (C by TMA stores: along K, in the inputs' dtype; else the kernel stores it)
             if s.along_k and s.out_dtype is None and plan.variant.tma_box("c", plan.params)
             else empty_map())
-    # FP8's scales after the maps (null where there are none)
-    scales = [0 if x is None else pointer(x) for x in (scale_a, scale_b)] \
-        if s.dtype in FP8 else []
-    args = Arguments([ptr_a, ptr_b, ptr_c, *plan.sizes[:9], 0, *plan.sizes[9:11], *maps,
-                      *scales, pointer(offs), plan.sizes[11]])
-    enqueue(plan.launch, args, stream)
-    return result
+    return Arguments([ptr_a, ptr_b, ptr_c, *plan.sizes[:9], 0, *plan.sizes[9:11], *maps,
+                      *scales, ptr_ends, plan.sizes[11]])

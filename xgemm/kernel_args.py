@@ -7,12 +7,19 @@ what a signature fixes; each call adds only its addresses.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import enum
 import functools
 import struct
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
+
+#: Sets of kernel arguments kept per plan, by the call's addresses and scalars. A model's
+#: layers of one shape share a plan, each calling it at its own addresses, which PyTorch's
+#: pool gives again from step to step: a deep model's step is hundreds of calls to one
+#: plan. An entry is a few hundred bytes.
+RECENT_ARGS = 256
 
 
 class ByValue:
@@ -49,6 +56,25 @@ class Arguments:
         array = (ctypes.c_void_p * max(len(addresses), 1))(*addresses)
         self.address = ctypes.addressof(array)
         self._keep = (stored, array, [v.owner for v in values if not isinstance(v, int)])
+
+
+def remembered(memo: dict, key: tuple, make: Callable[[], Any]) -> Any:
+    """``memo[key]``, made and kept there if missing: a plan's kernel arguments, built
+    once per set of addresses. ``memo`` keeps the ``RECENT_ARGS`` latest, and may be
+    shared between threads (each drop tolerates another's).
+
+    >>> memo = {}
+    >>> remembered(memo, (1, 2), lambda: "made"), remembered(memo, (1, 2), lambda: "again")
+    ('made', 'made')
+    """
+    found = memo.get(key)
+    if found is None:
+        found = make()
+        if len(memo) >= RECENT_ARGS:  # the oldest goes (another thread may have taken it)
+            with contextlib.suppress(KeyError, StopIteration, RuntimeError):
+                del memo[next(iter(memo))]
+        memo[key] = found
+    return found
 
 
 def packed(codes: str, values: tuple) -> tuple[ByValue, ...]:

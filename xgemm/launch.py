@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from .frameworks import external_stream, pointer, to_cupy, torch_raw_stream
-from .kernel_args import Arguments, ByValue, ExtraArg, Source, geometry, packed
+from .kernel_args import Arguments, ByValue, ExtraArg, Source, geometry, packed, remembered
 from .operands import ready_operand, tma_padded
 from .tma import INVALID_CONTEXT
 
@@ -32,11 +32,6 @@ from .tma import INVALID_CONTEXT
 FRESH_ALIGNMENT = 64
 #: Tensor maps kept, by address and geometry (a map is 128 bytes).
 TENSOR_MAP_CACHE_SIZE = 4096
-#: Sets of kernel arguments kept per plan, by the call's addresses and scalars. A model's
-#: layers of one shape share a plan, each calling it at its own addresses, which PyTorch's
-#: pool gives again from step to step: a deep model's step is hundreds of calls to one
-#: plan. An entry is a few hundred bytes.
-RECENT_ARGS = 256
 
 
 # -- kernel arguments and launches, through the CUDA driver ------------------------------
@@ -83,7 +78,7 @@ def pad_rows(pads: Any, sources: tuple[int, ...], targets: tuple[int, ...],
     at ``stream_ptr``: one launch of the pad kernel (``kernels/copy/pad_rows.cu.j2``). Its
     arguments are built once per set of addresses (a loop's copies reuse the same
     buffers)."""
-    args = _remembered(pads.recent_args, (sources, targets),
+    args = remembered(pads.recent_args, (sources, targets),
                        lambda: Arguments([sources[0], targets[0], sources[-1], targets[-1],
                                           *pads.sizes]))
     enqueue(pads.launch, args, stream_ptr)
@@ -335,7 +330,7 @@ def _enqueued(plan: Any, a: Any, b: Any, target: Any, bias: Any, alpha: float, b
     # The arguments of a recent call that had these addresses and scalars are these too:
     # a loop over the same arrays builds them once, and so does one whose output and
     # copies trade the memory pool's blocks from call to call.
-    launches = _remembered(plan.recent_args, (ptrs, ptr_bias, alpha, beta),
+    launches = remembered(plan.recent_args, (ptrs, ptr_bias, alpha, beta),
                            lambda: _launches(plan, ptrs, ptr_bias, alpha, beta))
     for launch, args in launches:
         enqueue(launch, args, stream_ptr)
@@ -392,19 +387,6 @@ def _bias_pointer(plan: Any, bias: Any, keep: list) -> int:
     return pointer(bias)
 
 
-def _remembered(memo: dict, key: tuple, make: Callable[[], Any]) -> Any:
-    """``memo[key]``, made and kept there if missing; ``memo`` keeps the ``RECENT_ARGS``
-    latest, and may be shared between threads (each drop tolerates another's)."""
-    found = memo.get(key)
-    if found is None:
-        found = make()
-        if len(memo) >= RECENT_ARGS:  # the oldest goes (another thread may have taken it)
-            with contextlib.suppress(KeyError, StopIteration, RuntimeError):
-                del memo[next(iter(memo))]
-        memo[key] = found
-    return found
-
-
 def _launches(plan: Any, ptrs: tuple[int, ...], ptr_bias: int, alpha: float, beta: float
               ) -> tuple[tuple[tuple, Arguments], ...]:
     """Each launch's geometry (:func:`geometry`) and kernel arguments: A, B, C, the plan's
@@ -459,7 +441,7 @@ def _copy_pointer(plan: Any, prep: Any, x: Any, keep: list, stream_ptr: int) -> 
         t = prep.transpose
         address = _copy_buffer(plan, prep.name, math.prod(t.shape) * t.dtype.itemsize,
                                stream_ptr, keep, _capturing(stream_ptr))
-        args = _remembered(t.recent_args, (pointer(x), address),
+        args = remembered(t.recent_args, (pointer(x), address),
                            lambda: Arguments([pointer(x), address, *t.sizes]))
         enqueue(t.launch, args, stream_ptr)
         return address

@@ -127,11 +127,17 @@ def check_grouped(a: Operand, b: Operand, ends: Operand) -> GroupedShapes:
                          "one end a group")
     _check_extents(rows, n, k, groups)
     layouts = _layouts(a, b)
-    if a.dtype in FP8 and (layouts[0].col or not layouts[1].col) and 0 not in (rows, k):
+    if layouts[0].col and 0 not in (rows, k):
+        # A group starts on any row: a column-major A's boxes would start their lines
+        # there, and TMA faults on a line that does not start on a 16-byte boundary
         raise ValueError(
-            "FP8 grouped products read A row-major and B's matrices K-major (wgmma reads "
-            "8-bit operands so): pass B as w.transpose(-2, -1) of a (G, N, K) weight, and A "
-            "contiguous")
+            "grouped_matmul reads a groups-of-rows A (tokens x K) row-major: a group's tiles "
+            "start on any row, where a column-major A's lines need not start on the 16-byte "
+            "boundaries TMA reads from; pass a.contiguous()")
+    if a.dtype in FP8 and not layouts[1].col and 0 not in (rows, k):
+        raise ValueError(
+            "FP8 grouped products read B's matrices K-major (wgmma reads 8-bit operands "
+            "so): pass B as w.transpose(-2, -1) of a (G, N, K) weight")
     if 0 not in (rows, n, k, groups):  # (nothing read: no alignment to ask for)
         _check_alignment(a, b, layouts)
         if layouts[1].batch_stride == 0 and groups > 1:

@@ -6,6 +6,12 @@ evenly and skewedly routed.
 
 Kernel time: CUDA events around each call, the L2 scrubbed before each, median of many.
 Call time: 20 calls queued back to back, per call. Error: against F.grouped_mm's result.
+
+Each case's floor says how much faster any kernel could be: the larger of the time to
+read A, the weights of the groups that have tokens and write C at the measured copy
+bandwidth, and xgemm's dense product of the same multiply-adds (one weight matrix, so
+compute-bound). Many experts of a few hundred tokens each are bound by their weights'
+bytes: no grouped kernel can beat F.grouped_mm there by more than its time over the floor.
 """
 
 from __future__ import annotations
@@ -60,9 +66,10 @@ def call_ms(launch: Callable[[], Any], calls: int = 20) -> float:
 
 
 def measure(name: str, groups: int, rows: int, k: int, n: int, routing: str,
-            grouped_mm: Callable) -> dict:
-    """One case's row: each contender's kernel and call times and TFLOP/s, and xgemm's
-    error against PyTorch's grouped kernel."""
+            grouped_mm: Callable, bandwidth_gbs: float) -> dict:
+    """One case's row: each contender's kernel and call times and TFLOP/s, xgemm's error
+    against PyTorch's grouped kernel, and the case's floor (module text) at
+    ``bandwidth_gbs``, the copy bandwidth."""
     import torch
 
     import xgemm
@@ -102,6 +109,10 @@ def measure(name: str, groups: int, rows: int, k: int, n: int, routing: str,
         kernel = statistics.median(time_launches(launch, repeat=30, flush_l2=True))
         row[f"{label}_ms"], row[f"{label}_call_ms"] = kernel, call_ms(launch)
         row[f"{label}_tflops"] = flops / kernel / 1e9
+    item = x.element_size()
+    nbytes = item * (rows * k + sum(c > 0 for c in counts) * k * n + rows * n)
+    row["bytes_ms"] = nbytes / bandwidth_gbs / 1e6
+    row["floor_ms"] = max(row["bytes_ms"], row["dense_ms"])
     return row
 
 
@@ -110,36 +121,41 @@ def run(progress: Callable[[dict], None] | None = None) -> list[dict[str, Any]]:
     import torch
     import torch.nn.functional as F
 
+    from .machine import measure_copy_bandwidth
+
     grouped_mm = getattr(F, "grouped_mm", None) or torch._grouped_mm
+    bandwidth = measure_copy_bandwidth()
     rows = []
     for name, groups, tokens, k, n in CASES:
         for routing in ("even", "skewed"):
-            rows.append(measure(name, groups, tokens, k, n, routing, grouped_mm))
+            rows.append(measure(name, groups, tokens, k, n, routing, grouped_mm, bandwidth))
             if progress:
                 progress(rows[-1])
     return rows
 
 
 def table(rows: Sequence[dict[str, Any]]) -> str:
-    """The rows as a Markdown table: TFLOP/s, and xgemm's speed-up over F.grouped_mm (kernel
-    and call), against its own dense product of the same multiply-adds, and FP8's over
-    16 bits.
+    """The rows as a Markdown table: TFLOP/s, xgemm's speed-up over F.grouped_mm (kernel
+    and call) beside the most the case's floor allows (module text), its own dense
+    product of the same multiply-adds against it, and FP8's speed-up over 16 bits.
 
     >>> print(table([{"case": "c", "routing": "even", "xgemm_tflops": 600.0,
     ...               "grouped_mm_tflops": 300.0, "grouped_mm_ms": 2.0, "xgemm_ms": 1.0,
     ...               "grouped_mm_call_ms": 2.2, "xgemm_call_ms": 1.1, "dense_ms": 0.9,
-    ...               "loop_tflops": 50.0, "xgemm_fp8_tflops": 1100.0,
-    ...               "xgemm_fp8_ms": 0.55}]).splitlines()[-1])
-    | c | even | 600 | 300 | 2.00x | 2.00x | 0.90x | 50 | 1100 | 1.82x |
+    ...               "floor_ms": 0.9, "bytes_ms": 0.5, "loop_tflops": 50.0,
+    ...               "xgemm_fp8_tflops": 1100.0, "xgemm_fp8_ms": 0.55}]).splitlines()[-1])
+    | c | even | 600 | 300 | 2.00x | 2.00x | 2.22x | 0.50 | 0.90x | 50 | 1100 | 1.82x |
     """
     header = ("case", "routing", "xgemm TFLOP/s", "F.grouped_mm TFLOP/s", "x F.grouped_mm",
-              "x F.grouped_mm (call)", "x dense", "loop TFLOP/s", "FP8 TFLOP/s", "FP8 x 16-bit")
+              "x F.grouped_mm (call)", "floor: x F.grouped_mm at most", "bytes ms",
+              "x dense", "loop TFLOP/s", "FP8 TFLOP/s", "FP8 x 16-bit")
     lines = ["| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
     for r in rows:
         lines.append(
             f"| {r['case']} | {r['routing']} | {r['xgemm_tflops']:.0f} | "
             f"{r['grouped_mm_tflops']:.0f} | {r['grouped_mm_ms'] / r['xgemm_ms']:.2f}x | "
             f"{r['grouped_mm_call_ms'] / r['xgemm_call_ms']:.2f}x | "
+            f"{r['grouped_mm_ms'] / r['floor_ms']:.2f}x | {r['bytes_ms']:.2f} | "
             f"{r['dense_ms'] / r['xgemm_ms']:.2f}x | {r['loop_tflops']:.0f} | "
             f"{r['xgemm_fp8_tflops']:.0f} | {r['xgemm_ms'] / r['xgemm_fp8_ms']:.2f}x |")
     return "\n".join(lines)
