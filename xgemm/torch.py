@@ -58,11 +58,16 @@ def _launch(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None, activat
                        precision=precision, **_tiles(tiles))
 
 
-_matmul = torch.library.custom_op("xgemm::matmul", mutates_args=(),
-                                  device_types="cuda")(_launch)
+# The operator, defined through torch.library's Library rather than its custom_op: the
+# same schema, CUDA kernel, fake and autograd, without custom_op's per-call checks of its
+# outputs (a few microseconds of Python a call, in each of torch.compile's calls)
+_LIBRARY = torch.library.Library("xgemm", "DEF")
+_LIBRARY.define("matmul(Tensor a, Tensor b, Tensor? bias, str activation, str variant, "
+                "str? precision, str tiles) -> Tensor")
+_LIBRARY.impl("matmul", _launch, "CUDA")
 
 
-@_matmul.register_fake
+@torch.library.register_fake("xgemm::matmul", lib=_LIBRARY)
 def _(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None, activation: str,
       variant: str, precision: str | None, tiles: str) -> torch.Tensor:
     # xgemm.matmul returns a new contiguous tensor of a's dtype, of numpy.matmul's shape
@@ -139,7 +144,8 @@ def _backward(ctx, grad: torch.Tensor):
                         ctx.needs_input_grad, grad), None, None, None, None)
 
 
-_matmul.register_autograd(_backward, setup_context=_setup_context)
+torch.library.register_autograd("xgemm::matmul", _backward, setup_context=_setup_context,
+                               lib=_LIBRARY)
 
 
 def _direct(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None, activation: str,
@@ -344,11 +350,12 @@ def _grouped_launch(a: torch.Tensor, b: torch.Tensor, offs: torch.Tensor, tiles:
     return grouped_product(a, b, offs, _tiles(tiles))
 
 
-_grouped = torch.library.custom_op("xgemm::grouped_mm", mutates_args=(),
-                                   device_types="cuda")(_grouped_launch)
+# defined as the matmul operator is (its library, above)
+_LIBRARY.define("grouped_mm(Tensor a, Tensor b, Tensor offs, str tiles) -> Tensor")
+_LIBRARY.impl("grouped_mm", _grouped_launch, "CUDA")
 
 
-@_grouped.register_fake
+@torch.library.register_fake("xgemm::grouped_mm", lib=_LIBRARY)
 def _(a: torch.Tensor, b: torch.Tensor, offs: torch.Tensor, tiles: str) -> torch.Tensor:
     if b.dim() == 3:  # groups of A's rows: A's rows by N
         return a.new_empty(a.shape[0], b.shape[-1])
@@ -383,7 +390,8 @@ def _grouped_backward(ctx, grad: torch.Tensor):
     return da, db, None, None
 
 
-_grouped.register_autograd(_grouped_backward, setup_context=_grouped_setup)
+torch.library.register_autograd("xgemm::grouped_mm", _grouped_backward,
+                               setup_context=_grouped_setup, lib=_LIBRARY)
 
 
 def grouped_mm(a: torch.Tensor, b: torch.Tensor, offs: torch.Tensor, **params: int
