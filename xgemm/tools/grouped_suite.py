@@ -20,6 +20,8 @@ import statistics
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from . import markdown
+
 # (name, groups, rows, K, N): the three, Mixtral-8x7B's up-projection (4096 tokens,
 # two experts each) and a DeepSeek-V3-like layer (256 experts, 4096 tokens, eight each)
 CASES = [("8 x 4096 x 2048 -> 768", 8, 4096, 2048, 768),
@@ -149,13 +151,11 @@ def table(rows: Sequence[dict[str, Any]]) -> str:
     header = ("case", "routing", "xgemm TFLOP/s", "F.grouped_mm TFLOP/s", "x F.grouped_mm",
               "x F.grouped_mm (call)", "floor: x F.grouped_mm at most", "bytes ms",
               "x dense", "loop TFLOP/s", "FP8 TFLOP/s", "FP8 x 16-bit")
-    lines = ["| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
-    for r in rows:
-        lines.append(
-            f"| {r['case']} | {r['routing']} | {r['xgemm_tflops']:.0f} | "
-            f"{r['grouped_mm_tflops']:.0f} | {r['grouped_mm_ms'] / r['xgemm_ms']:.2f}x | "
-            f"{r['grouped_mm_call_ms'] / r['xgemm_call_ms']:.2f}x | "
-            f"{r['grouped_mm_ms'] / r['floor_ms']:.2f}x | {r['bytes_ms']:.2f} | "
-            f"{r['dense_ms'] / r['xgemm_ms']:.2f}x | {r['loop_tflops']:.0f} | "
-            f"{r['xgemm_fp8_tflops']:.0f} | {r['xgemm_ms'] / r['xgemm_fp8_ms']:.2f}x |")
-    return "\n".join(lines)
+    return markdown.table(header, (
+        (r["case"], r["routing"], f"{r['xgemm_tflops']:.0f}", f"{r['grouped_mm_tflops']:.0f}",
+         f"{r['grouped_mm_ms'] / r['xgemm_ms']:.2f}x",
+         f"{r['grouped_mm_call_ms'] / r['xgemm_call_ms']:.2f}x",
+         f"{r['grouped_mm_ms'] / r['floor_ms']:.2f}x", f"{r['bytes_ms']:.2f}",
+         f"{r['dense_ms'] / r['xgemm_ms']:.2f}x", f"{r['loop_tflops']:.0f}",
+         f"{r['xgemm_fp8_tflops']:.0f}", f"{r['xgemm_ms'] / r['xgemm_fp8_ms']:.2f}x")
+        for r in rows))

@@ -38,6 +38,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from . import markdown
 from .ladder_table import escape, ladder_table  # (which registers the ladder)
 from .results import Results, load
 from .suite import PARTS, geomean
@@ -147,11 +148,8 @@ _QUEUED = {"variant": "auto runs", "kernel_ms": "kernel ms", "xgemm_ms": "xgemm 
 
 def _table(rows: Sequence[Mapping[str, Any]], labels: Mapping[str, str], show) -> list[str]:
     keys = list(dict.fromkeys(k for row in rows for k in row))
-    lines = ["| " + " | ".join(labels.get(k, k) for k in keys) + " |",
-             "|" + " --- |" * len(keys)]
-    for row in rows:
-        lines.append("| " + " | ".join(show(k, row.get(k)) for k in keys) + " |")
-    return lines
+    return markdown.table([labels.get(k, k) for k in keys],
+                          ([show(k, row.get(k)) for k in keys] for row in rows)).split("\n")
 
 
 def _show(key: str, value: Any) -> str:
@@ -242,20 +240,19 @@ def generalisation_table(results: Results) -> str:
     def number(value: Any) -> str:
         return "-" if value is None else f"{value:.2f}"
 
-    lines = ["| suite | part | seed | shapes | call x cuBLAS | kernel x cuBLAS | worst call x"
-             " | regret, geomean | regret, worst | commit |", "|" + " --- |" * 10]
+    header = ("suite", "part", "seed", "shapes", "call x cuBLAS", "kernel x cuBLAS",
+              "worst call x", "regret, geomean", "regret, worst", "commit")
     order = {"float16": 0, "bfloat16": 1, "float32": 2, "tf32": 3, "float64": 4,
              "float8": 5, "int8": 6}
-    for data in sorted(results.generalisation, key=lambda d: (
-            d.get("suite") != "random", d["summary"].get("seed") or 0,
-            order.get(d.get("part"), 9))):
-        s = data["summary"]
-        lines.append(f"| {data.get('suite')} | {data.get('part')} | {s.get('seed') or '-'} |"
-                     f" {s.get('ok')} of {s.get('cases')} | {number(s.get('geomean_call_x'))} |"
-                     f" {number(s.get('geomean_kernel_x'))} | {number(s.get('min_call_x'))} |"
-                     f" {number(s.get('geomean_regret'))} | {number(s.get('max_regret'))} |"
-                     f" {data.get('machine', {}).get('commit', 'unknown')} |")
-    return "\n".join(lines)
+    runs = sorted(results.generalisation, key=lambda d: (
+        d.get("suite") != "random", d["summary"].get("seed") or 0, order.get(d.get("part"), 9)))
+    return markdown.table(header, (
+        (d.get("suite"), d.get("part"), d["summary"].get("seed") or "-",
+         f"{d['summary'].get('ok')} of {d['summary'].get('cases')}",
+         *(number(d["summary"].get(key)) for key in (
+             "geomean_call_x", "geomean_kernel_x", "min_call_x", "geomean_regret",
+             "max_regret")),
+         d.get("machine", {}).get("commit", "unknown")) for d in runs))
 
 
 def training_table(results: Results, readme_dir: str | os.PathLike[str] = REPO) -> str:
@@ -267,16 +264,17 @@ def training_table(results: Results, readme_dir: str | os.PathLike[str] = REPO) 
     """
     if not results.training:
         return "No training runs (`python examples/train_gpt.py --mode MODE`)."
-    lines = ["| mode | steps | PyTorch ms a step | xgemm ms a step | PyTorch / xgemm | final "
-             "loss (PyTorch, xgemm) | GPU | commit |", "|" + " --- |" * 8]
+    header = ("mode", "steps", "PyTorch ms a step", "xgemm ms a step", "PyTorch / xgemm",
+              "final loss (PyTorch, xgemm)", "GPU", "commit")
     order = {mode: i for i, mode in enumerate(TRAINING_MODES)}
-    for run in sorted(results.training, key=lambda r: order.get(r["mode"], len(order))):
-        torch_run, ours = run["PyTorch"], run["xgemm"]
-        losses = ", ".join(f"{sum(r['losses'][-20:]) / 20:.3f}" for r in (torch_run, ours))
-        lines.append(f"| {run['mode']} | {run['steps']} | {torch_run['step_ms']:.2f} | "
-                     f"{ours['step_ms']:.2f} | {torch_run['step_ms'] / ours['step_ms']:.2f}x | "
-                     f"{losses} | {run['machine'].get('gpu', '?')} | "
-                     f"{run['machine'].get('commit', 'unknown')} |")
+    runs = sorted(results.training, key=lambda r: order.get(r["mode"], len(order)))
+    lines = [markdown.table(header, (
+        (run["mode"], run["steps"], f"{run['PyTorch']['step_ms']:.2f}",
+         f"{run['xgemm']['step_ms']:.2f}",
+         f"{run['PyTorch']['step_ms'] / run['xgemm']['step_ms']:.2f}x",
+         ", ".join(f"{sum(r['losses'][-20:]) / 20:.3f}" for r in (run["PyTorch"], run["xgemm"])),
+         run["machine"].get("gpu", "?"), run["machine"].get("commit", "unknown"))
+        for run in runs))]
     for path in results.training_figures:
         lines += ["", f"![{path.stem}: loss against step]({_relative(path, readme_dir)})"]
     return "\n".join(lines)
@@ -292,12 +290,12 @@ def torch_suite_table(results: Results) -> str:
     if not results.torch_suite:
         return "No decoder runs (`xgemm bench --suite torch --json FILE`)."
     machine = results.torch_suite.get("machine", {})
-    lines = ["| dtype | case | PyTorch ms a step | xgemm ms a step | PyTorch / xgemm | GPU |"
-             " commit |", "|" + " --- |" * 7]
-    lines += [f"| {row['dtype']} | {row['case']} | {row['pytorch_ms']:.3f} | "
-              f"{row['xgemm_ms']:.3f} | {row['x']:.2f}x | {machine.get('gpu', '?')} | "
-              f"{machine.get('commit', 'unknown')} |" for row in results.torch_suite["torch_suite"]]
-    return "\n".join(lines)
+    header = ("dtype", "case", "PyTorch ms a step", "xgemm ms a step", "PyTorch / xgemm", "GPU",
+              "commit")
+    return markdown.table(header, (
+        (row["dtype"], row["case"], f"{row['pytorch_ms']:.3f}", f"{row['xgemm_ms']:.3f}",
+         f"{row['x']:.2f}x", machine.get("gpu", "?"), machine.get("commit", "unknown"))
+        for row in results.torch_suite["torch_suite"]))
 
 
 def grouped_suite_table(results: Results) -> str:
