@@ -2,7 +2,7 @@
 
 A calibration (``xgemm calibrate``) fits the cost model to every candidate's time on a
 seeded sample. When a rung gains candidates, this times only that rung's on the same
-shapes and operands (``xgemm.tools.generalisation.add_candidates``), writes each file back
+shapes and operands (``xgemm.tools.measuring.add_candidates``), writes each file back
 with them in its rows, and leaves the others' timings as they were measured: then
 ``xgemm calibrate`` on the files fits the new points too. Needs a CUDA GPU.
 
@@ -17,7 +17,7 @@ import json
 
 from tqdm import tqdm
 
-from xgemm.tools import generalisation
+from xgemm.tools import generalisation, measuring
 from xgemm.tools.machine import source_commit
 
 
@@ -35,8 +35,8 @@ def main() -> None:
             data = json.load(f)
         rows = data["rows"]
         with tqdm(total=len(rows), desc=path.rsplit("/", 1)[-1]) as bar:
-            generalisation.add_candidates(rows, set(args.variant), progress=bar.update,
-                                          new_points_only=args.new_points_only)
+            measuring.add_candidates(rows, set(args.variant), progress=bar.update,
+                                     new_points_only=args.new_points_only)
         data["summary"] = generalisation.summary(rows, data.get("summary", {}).get("seed"))
         data.setdefault("added", []).append({"variants": sorted(args.variant),
                                              "new_points_only": args.new_points_only,

@@ -28,7 +28,7 @@ import xgemm
 from xgemm import gpu
 from xgemm.expressions import cdiv
 from xgemm.timing import scrub_pays, time_launches
-from xgemm.tools import generalisation
+from xgemm.tools import generalisation, measuring
 
 #: Timed calls of each contender (their median is its time).
 REPEAT = 10
@@ -42,9 +42,9 @@ def label(variant: str, params: dict) -> str:
     return short + "".join(f" {k}{v}" for k, v in params.items()) if params else short
 
 
-def measure(case: generalisation.Product, dtype: str, seed: int) -> dict:
+def measure(case: measuring.Product, dtype: str, seed: int) -> dict:
     """One case's row: torch.matmul's, auto's and each point's kernel milliseconds."""
-    a, b, c = generalisation.operands(case, dtype, seed)
+    a, b, c = measuring.operands(case, dtype, seed)
     expected = a.double() @ b.double()
     flush = scrub_pays((case.m * case.k + case.k * case.n + case.m * case.n) * a.element_size(),
                        torch.cuda.current_device())

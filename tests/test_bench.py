@@ -251,7 +251,7 @@ def test_add_candidates_keeps_the_other_points_times_when_asked(monkeypatch, new
     points a row has no time for, keeping the rung's other times (here on the CPU, the
     operands and the timing stood in for)."""
     torch = pytest.importorskip("torch")
-    from xgemm.tools import generalisation
+    from xgemm.tools import measuring
 
     old = {"variant": "wgmma_splitk", "params": {"BM": 64}, "ms": 0.5, "status": "ok",
            "planned": {"BM": 64}, "copies": []}
@@ -267,14 +267,14 @@ def test_add_candidates_keeps_the_other_points_times_when_asked(monkeypatch, new
         points = [{"BM": 64}, {"BM": 128}]
         return [{"variant": "wgmma_splitk", "params": p, "ms": 0.3, "status": "ok",
                  "planned": p, "copies": []} for p in points
-                if generalisation.point_of("wgmma_splitk", p) not in args[-1]]
+                if measuring.point_of("wgmma_splitk", p) not in args[-1]]
 
-    monkeypatch.setattr(generalisation, "operands",
+    monkeypatch.setattr(measuring, "operands",
                         lambda case, dtype, seed: (torch.randn(8, 8), torch.randn(8, 8),
                                                    torch.empty(8, 8)))
-    monkeypatch.setattr(generalisation, "_candidates", timed)
+    monkeypatch.setattr(measuring, "_candidates", timed)
     monkeypatch.setattr("xgemm.timing.scrub_pays", lambda nbytes, device: False)
-    generalisation.add_candidates([row], {"wgmma_splitk"}, new_points_only=new_points_only)
+    measuring.add_candidates([row], {"wgmma_splitk"}, new_points_only=new_points_only)
     splitk = [x for x in row["candidates"] if x["variant"] == "wgmma_splitk"]
     assert other in row["candidates"]
     if new_points_only:  # the old point's 0.5 ms kept, only BM=128 timed
@@ -283,3 +283,33 @@ def test_add_candidates_keeps_the_other_points_times_when_asked(monkeypatch, new
     else:
         assert [x["ms"] for x in splitk] == [0.3, 0.3]
     assert row["best_ms"] == 0.3 and row["regret"] == pytest.approx(0.4 / 0.3)
+
+
+def test_cupy_arrays_are_measured_without_regret():
+    """Regret's candidates run on PyTorch tensors: asked on CuPy arrays, a clear refusal
+    before anything is drawn."""
+    from xgemm.tools import measuring
+
+    with pytest.raises(ValueError, match="'cupy' without regret"):
+        measuring.measure("float16", measuring.Product(64, 64, 64), framework="cupy")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("part, case", [
+    ("float16", "64x96x80:NT"), ("bfloat16", "3x64x48x40"), ("tf32", "96x64x80:TT")])
+def test_every_suite_row_is_measured_one_way(part, case):
+    """The practitioner's suite's rows (CuPy arrays; a batch of B matrices where the case
+    is batched) and the random suite's (PyTorch tensors, with regret) come from the one
+    routine, xgemm.tools.measuring: both check auto's result and time both contenders."""
+    from xgemm.tools import measuring, suite
+
+    *batch, m, n, k = (int(x) for x in case.split(":")[0].split("x"))
+    layout = case.split(":")[1] if ":" in case else "NN"
+    canonical = suite.measure(part, suite.Case(m, n, k, batch=batch[0] if batch else 1,
+                                               layout=layout), repeat=3, rounds=1)
+    sampled = measuring.measure(part, measuring.Product(m, n, k, layout), repeat=3, rounds=1)
+    for row in (canonical, sampled):
+        assert row["status"] == "ok", row
+        assert row["cublas_ms"] > 0 and row["auto_ms"] > 0 and row["auto_call_ms"] > 0
+    assert canonical["case"] == case and canonical["b_lead"] == batch
+    assert any(x["status"] == "ok" for x in sampled["candidates"])

@@ -9,12 +9,8 @@ and ``--suite models``), and how far its pick is from the best it could have mad
   products, ``dY @ W`` and ``dY.T @ X`` (:func:`model_cases`), shapes shared by several
   models measured once.
 
-Each row is measured on PyTorch tensors (the practitioner's case), with ``out=`` given:
-the kernel time of ``auto``'s prepared plan (its copies included) and of the baseline,
-cuBLAS through ``torch.matmul`` or ``cupy.matmul`` (``F.linear`` too for a forward),
-whichever ran the kernel faster; the whole call queued back to back, auto and every
-baseline taking turns, against the baseline whose call was fastest (``call_baseline``:
-CuPy's call costs the host about twice PyTorch's); and
+Each row is measured by ``xgemm.tools.measuring`` on PyTorch tensors (the practitioner's
+case), with ``out=`` given: the kernel and the whole call against cuBLAS's, and
 **regret**: auto's kernel time over the fastest kernel time among the candidates, every
 point that a rung declares for ``auto`` (``Variant.candidates``) timed on the same
 operands, read as they lie. A regret of 1 means auto picked the best it had.
@@ -27,15 +23,14 @@ Example:
 from __future__ import annotations
 
 import math
-import os
-import statistics
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .. import cost
-from .tolerances import TOLERANCE
+from .measuring import PARTS, Product, measure, measure_eight_bit
+
+__all__ = ["PARTS", "Product", "eight_bit_cases", "model_cases", "random_cases", "run",
+           "summary"]
 
 #: The largest dimension the random sample draws.
 MAX_DIM = 16384
@@ -49,43 +44,13 @@ FLOP_FLOOR = 2**22
 RANDOM_LAYOUTS = ("NN", "NT", "TN")
 #: The token counts of the models suite: decode (1-32), prefill and training batches.
 TOKENS = (1, 8, 32, 128, 512, 4096, 16384)
-#: Candidates slower than this many times the fastest so far are timed once, not more.
-ABANDON = 4.0
 #: The 8-bit parts of the random suite (``--dtype float8`` or ``int8``): FP8 (e4m3) with a
 #: scale per row of A and per column of B against ``torch._scaled_mm``, int8 against
-#: ``torch._int_mm`` (``xgemm.tools.suite.measure_eight_bit``'s rows), no regret (auto's 8-bit
+#: ``torch._int_mm`` (``measuring.measure_eight_bit``'s rows), no regret (auto's 8-bit
 #: pick is a rule, not the cost model).
 EIGHT_BIT_PARTS = ("float8", "int8")
-#: Microseconds the GPU is held busy before each timed launch: a call whose plan pads
-#: operands for TMA spends up to a few hundred microseconds of host time (CuPy's copies,
-#: DLPack, tensor maps), over ``timing.HOLD_US``, and the GPU would wait for it in the
-#: timed window.
-HOLD_US = 1000.0
 
 
-@dataclass(frozen=True)
-class Product:
-    """One product (M x K) @ (K x N): ``layout`` says how A and B lie ("T": a transposed
-    view), ``lead`` gives A's leading dimensions (x of shape (*lead, M, K) as a model
-    passes it), ``name`` what it is (a model's layer), where it is one."""
-
-    m: int
-    n: int
-    k: int
-    layout: str = "NN"
-    lead: tuple[int, ...] = ()
-    name: str = ""
-
-    @property
-    def label(self) -> str:
-        """``MxNxK[:LAYOUT]`` with A's leading dimensions before it, as in the tables."""
-        lead = "".join(f"{d}x" for d in self.lead)
-        return f"{lead}{self.m}x{self.n}x{self.k}" + (
-            f":{self.layout}" if self.layout != "NN" else "")
-
-    @property
-    def flops(self) -> int:
-        return 2 * math.prod(self.lead) * self.m * self.n * self.k
 
 
 def random_cases(seed: int, count: int = 36, cap: int = FLOP_CAP, floor: int = FLOP_FLOOR,
@@ -202,257 +167,6 @@ def model_cases(tokens: Iterable[int] = TOKENS, models: Sequence[Model] = MODELS
 
 
 # -- measuring -------------------------------------------------------------------------------
-#: What each part multiplies: (dtype, precision), as the calibration reads the files.
-PARTS = cost.PARTS
-
-
-def operands(case: Product, dtype: str, seed: int) -> tuple[Any, Any, Any]:
-    """Fresh normal PyTorch operands of ``case`` on the GPU in its layout, and ``out``.
-
-    >>> a, b, out = operands(Product(8, 4096, 4096, "NT", (1,)), "bfloat16", 0)  # doctest: +SKIP
-    >>> a.shape, b.shape, out.shape  # doctest: +SKIP
-    (torch.Size([1, 8, 4096]), torch.Size([4096, 4096]), torch.Size([1, 8, 4096]))
-    """
-    import torch
-
-    generator = torch.Generator("cuda").manual_seed(seed)
-    kind = getattr(torch, dtype)
-
-    def operand(lead: tuple[int, ...], rows: int, cols: int, transposed: bool) -> Any:
-        shape = (*lead, cols, rows) if transposed else (*lead, rows, cols)
-        x = torch.randn(shape, device="cuda", generator=generator).to(kind)
-        return x.transpose(-1, -2) if transposed else x
-
-    a = operand(case.lead, case.m, case.k, case.layout[0] == "T")
-    b = operand((), case.k, case.n, case.layout[1] == "T")
-    return a, b, torch.empty((*case.lead, case.m, case.n), device="cuda", dtype=kind)
-
-
-def _baselines(a: Any, b: Any, c: Any, linear: bool) -> dict[str, Any]:
-    """cuBLAS through PyTorch and CuPy (those that take the case), writing ``c``; with
-    ``linear``, also ``F.linear`` on the weight that ``b`` is the transposed view of."""
-    import cupy
-    import torch
-
-    found = {"torch.matmul": lambda: torch.matmul(a, b, out=c)}
-    ca, cb, cc = (cupy.from_dlpack(x) for x in (a, b, c))
-    try:
-        cupy.matmul(ca, cb, out=cc)
-        found["cupy.matmul"] = lambda: cupy.matmul(ca, cb, out=cc)
-    except (TypeError, ValueError):  # CuPy has no batched bfloat16
-        pass
-    if linear:
-        weight = b.T
-        found["F.linear"] = lambda: torch.nn.functional.linear(a, weight)
-    return found
-
-
-def _kernel_ms(launch: Any, repeat: int, flush_l2: bool) -> float:
-    from .. import timing
-
-    return statistics.median(timing.time_launches(launch, warmup=2, repeat=repeat,
-                                                  max_seconds=1.0, flush_l2=flush_l2,
-                                                  hold_us=HOLD_US))
-
-
-def measure(part: str, case: Product, *, regret: bool = True, repeat: int = 10,
-            rounds: int = 9, seed: int = 0) -> dict[str, Any]:
-    """One row: auto's pick, kernel and whole-call milliseconds against cuBLAS's and, with
-    ``regret``, every candidate's kernel milliseconds on the same operands."""
-    import torch
-
-    import xgemm
-
-    from .. import timing
-    from . import overhead
-
-    dtype, precision = PARTS[part]
-    torch.backends.cuda.matmul.allow_tf32 = precision == "tf32"
-    a, b, c = operands(case, dtype, seed)
-    row: dict[str, Any] = {"part": part, "case": case.label, "name": case.name,
-                           "m": case.m, "n": case.n, "k": case.k, "layout": case.layout,
-                           "lead": list(case.lead), "flops": case.flops}
-    flush = timing.scrub_pays((a.numel() + b.numel() + c.numel()) * a.element_size(),
-                              a.device.index)
-    baselines = _baselines(a, b, c, linear=case.layout == "NT" and bool(case.lead))
-    timed = {name: _kernel_ms(fn, repeat, flush) for name, fn in baselines.items()}
-    baseline = min(timed, key=timed.__getitem__)
-    expected = baselines["torch.matmul"]().clone()
-    tolerance = TOLERANCE["cuBLAS"]["tf32" if precision else dtype]
-
-    def checked(launch: Any) -> float:
-        c.fill_(float("nan"))
-        launch()
-        return _error(c, expected)
-
-    launch = xgemm.prepare(a, b, out=c, precision=precision)
-    error = checked(launch)
-    row.update(variant=launch.variant.name, params=dict(launch.params),
-               copies=list(launch.copies), baseline=baseline, error=error)
-    if not error < tolerance:
-        row["status"] = f"wrong result: error {error:.3g} against cuBLAS"
-        return row
-    auto_ms = _kernel_ms(launch, repeat, flush)
-    row.update(cublas_ms=timed[baseline], auto_ms=auto_ms)
-    if regret:
-        row["candidates"] = _candidates(a, b, c, dtype, precision, checked, tolerance,
-                                        auto_ms, repeat, flush)
-        times = [x["ms"] for x in row["candidates"] if x["status"] == "ok"]
-        # a candidate that is auto's very launch (variant, parameters as planned, copies)
-        # measured it a second time: auto's time is the faster of the two, as the best
-        # is the fastest of all (copies per call vary run to run)
-        twins = [x["ms"] for x in row["candidates"] if x["status"] == "ok"
-                 and (x["variant"], x["planned"], x["copies"])
-                 == (row["variant"], row["params"], row["copies"])]
-        if twins and min(twins) < auto_ms:
-            row["auto_ms_first"] = auto_ms
-            auto_ms = row["auto_ms"] = min(twins)
-        best = min([auto_ms, *times])
-        row.update(best_ms=best, regret=auto_ms / best)
-    call = overhead.call_against_baselines(
-        baselines, lambda: xgemm.matmul(a, b, out=c, precision=precision),
-        overhead.calls_per_round(timed[baseline]), rounds)
-    row.update(call, status="ok", x_kernel=timed[baseline] / auto_ms,
-               x_call=call["cublas_call_ms"] / call["auto_call_ms"])
-    return row
-
-
-def measure_eight_bit(part: str, case: Product, *, repeat: int = 10, rounds: int = 9
-                      ) -> dict[str, Any]:
-    """One row of an 8-bit part (:data:`EIGHT_BIT_PARTS`): ``xgemm.tools.suite``'s 8-bit
-    measurement of ``case`` (NT), with row and column scales for FP8, the L2 scrubbed
-    before each timed launch where the operands and C fit four times in it, and the
-    random suite's fields."""
-    from . import suite
-
-    row = suite.measure_eight_bit(
-        part, suite.Case(case.m, case.n, case.k, layout="NT",
-                         scales="tensor" if part == "int8" else "vector"),
-        repeat=repeat, rounds=rounds)
-    return {**row, "part": part, "case": case.label, "name": case.name, "m": case.m,
-            "n": case.n, "k": case.k, "layout": case.layout, "lead": list(case.lead),
-            "flops": case.flops}
-
-
-def _candidates(a: Any, b: Any, c: Any, dtype: str, precision: str | None, checked: Any,
-                tolerance: float, best: float, repeat: int, flush: bool,
-                names: Collection[str] | None = None,
-                skip: Collection[tuple[str, tuple]] = ()) -> list[dict[str, Any]]:
-    """Each candidate's kernel time on these operands, read as they lie (a variant named
-    in a call copies only what it cannot read: operands TMA cannot read are padded);
-    only the rungs ``names`` where given; none of ``skip`` (:func:`point_of` each)."""
-    import xgemm
-
-    from .. import gpu, timing
-
-    found: list[dict[str, Any]] = []
-    launches = []
-    for v, params in cost.candidates(dtype, precision, gpu.compute_capability(a.device.index)):
-        if names is not None and v.name not in names or point_of(v.name, params) in skip:
-            continue
-        entry: dict[str, Any] = {"variant": v.name, "params": params}
-        try:
-            launches.append((entry, xgemm.prepare(a, b, v.name, out=c, **params)))
-        except (ValueError, TypeError) as exc:  # a layout it cannot read, a grid too large
-            found.append({**entry, "status": f"refused: {exc}"})
-    with ThreadPoolExecutor(os.cpu_count() or 2) as pool:  # NVRTC runs outside the GIL
-        list(pool.map(lambda item: item[1].kernel(), launches))
-    for entry, launch in launches:
-        try:
-            error = checked(launch)
-        except RuntimeError as exc:  # e.g. more shared memory than this GPU has
-            found.append({**entry, "status": f"error: {exc}"})
-            continue
-        if not error < tolerance:
-            found.append({**entry, "status": f"wrong result: error {error:.3g}"})
-            continue
-        first = timing.time_launches(launch, warmup=1, repeat=1, flush_l2=flush,
-                                     hold_us=HOLD_US)[0]
-        slow = first > ABANDON * best
-        ms = first if slow else _kernel_ms(launch, repeat, flush)
-        best = min(best, ms)
-        found.append({**entry, "planned": dict(launch.params), "copies": list(launch.copies),
-                      "ms": ms, "status": "ok", "timed": "once" if slow else "median"})
-    return found
-
-
-def point_of(variant: str, params: Mapping[str, int]) -> tuple[str, tuple]:
-    """A candidate as a key: its rung and its parameters, in order.
-
-    >>> point_of("wgmma", {"BN": 128, "BM": 64})
-    ('wgmma', (('BM', 64), ('BN', 128)))
-    """
-    return variant, tuple(sorted(params.items()))
-
-
-def add_candidates(rows: Sequence[dict[str, Any]], names: Collection[str], *,
-                   repeat: int = 10, progress: Callable[[], None] | None = None,
-                   new_points_only: bool = False) -> None:
-    """Time the candidates of the rungs ``names`` on each row of a ``--suite random`` run
-    (regret on), on the operands that run drew (the row's index seeds them), and put them
-    in the row's candidates in place of any earlier timing of those rungs: a new rung's
-    points join a calibration sample without timing the others again. With
-    ``new_points_only``, only points the row has no timing of: a rung's new point then
-    moves no other point's constants in a refit. Rows not measured ok stay as they are.
-
-    Example (on a GPU; a file ``xgemm bench --suite random --json`` wrote):
-        >>> data = json.load(open(path))  # doctest: +SKIP
-        >>> add_candidates(data["rows"], {"skinny"})  # doctest: +SKIP
-    """
-    import torch
-
-    from .. import timing
-
-    for i, row in enumerate(rows):
-        if row.get("status") != "ok" or "candidates" not in row:
-            if progress is not None:
-                progress()
-            continue
-        dtype, precision = PARTS[row["part"]]
-        torch.backends.cuda.matmul.allow_tf32 = precision == "tf32"
-        case = Product(row["m"], row["n"], row["k"], row["layout"], tuple(row["lead"]))
-        a, b, c = operands(case, dtype, i)
-        expected = torch.matmul(a, b)
-        flush = timing.scrub_pays((a.numel() + b.numel() + c.numel()) * a.element_size(),
-                                  a.device.index)
-
-        def checked(launch: Any, c: Any = c, expected: Any = expected) -> float:
-            c.fill_(float("nan"))
-            launch()
-            return _error(c, expected)
-
-        before = ({point_of(x["variant"], x["params"]) for x in row["candidates"]}
-                  if new_points_only else set())
-        timed = _candidates(a, b, c, dtype, precision, checked,
-                            TOLERANCE["cuBLAS"]["tf32" if precision else dtype],
-                            row["best_ms"], repeat, flush, names, before)
-        row["candidates"] = [x for x in row["candidates"]
-                             if x["variant"] not in names or new_points_only] + timed
-        # the best over every candidate now in the row (a dropped timing may have been it);
-        # a candidate that is auto's very launch counts as auto's time, as measure() has it
-        ok = [x for x in row["candidates"] if x["status"] == "ok"]
-        twins = [x["ms"] for x in ok if (x["variant"], x.get("planned"), x.get("copies"))
-                 == (row["variant"], row["params"], row["copies"])]
-        auto_ms = min([row.get("auto_ms_first", row["auto_ms"]), *twins])
-        row["auto_ms"] = auto_ms
-        row["best_ms"] = min([auto_ms, *(x["ms"] for x in ok)])
-        row["regret"] = auto_ms / row["best_ms"]
-        if progress is not None:
-            progress()
-
-
-def _error(c: Any, expected: Any, step: int = 1 << 26) -> float:
-    """Relative Frobenius error of a PyTorch result against another (both contiguous), in
-    float64, ``step`` elements at a time (a 16384 x 152064 output is 20 GB in float64)."""
-    c, expected = c.reshape(-1), expected.reshape(-1)
-    diff = scale = 0.0
-    for i in range(0, c.numel(), step):
-        x, y = c[i:i + step].double(), expected[i:i + step].double()
-        diff += float((x - y).square().sum())
-        scale += float(y.square().sum())
-    return math.sqrt(diff) / (math.sqrt(scale) if scale > 0 else 1.0)
-
-
 def run(part: str, cases: Sequence[Product], *, regret: bool = True, repeat: int = 10,
         rows: list[dict[str, Any]] | None = None, progress: Any = None
         ) -> list[dict[str, Any]]:
@@ -461,7 +175,8 @@ def run(part: str, cases: Sequence[Product], *, regret: bool = True, repeat: int
     rows = [] if rows is None else rows
     for i, case in enumerate(cases):
         try:
-            rows.append(measure_eight_bit(part, case, repeat=repeat)
+            rows.append(measure_eight_bit(part, case, repeat=repeat,
+                                          scales="tensor" if part == "int8" else "vector")
                         if part in EIGHT_BIT_PARTS
                         else measure(part, case, regret=regret, repeat=repeat, seed=i))
         except Exception as exc:  # one broken case must not end the run
