@@ -329,6 +329,14 @@ class Launch:
     runs on the current stream of its framework at that moment. So a Launch may be
     called again after its inputs changed in place, or from another stream, or from two
     threads at once.
+
+    Example:
+        >>> import cupy as cp, xgemm
+        >>> a = cp.random.standard_normal((512, 256), dtype=cp.float32)
+        >>> b = cp.random.standard_normal((256, 128), dtype=cp.float32)
+        >>> run = xgemm.prepare(a, b)  # planned once: calling it only launches
+        >>> run().shape, run.device
+        ((512, 128), 0)
     """
 
     def __init__(self, plan: Plan, arrays: tuple, alpha: float, beta: float) -> None:

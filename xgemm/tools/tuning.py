@@ -35,7 +35,12 @@ from . import bench
 
 # -- sweeps ----------------------------------------------------------------------------
 class SweepResults(list):
-    """A list of :class:`xgemm.tools.bench.Result`, fastest first, failures last."""
+    """A list of :class:`xgemm.tools.bench.Result`, fastest first, failures last.
+
+    >>> results = sweep("tiled", 1024, 1024, 1024)  # doctest: +SKIP
+    >>> [r.status for r in results][:2], results.best is results[0]  # doctest: +SKIP
+    (['ok', 'ok'], True)
+    """
 
     @property
     def best(self):
