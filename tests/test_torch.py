@@ -296,20 +296,25 @@ def test_reduce_overhead_training_steps_match_eager():
         model.zero_grad(set_to_none=True)
 
 
-@pytest.mark.parametrize("call", ["xgemm.torch.matmul", "xgemm.matmul", "out", "gemm"])
+@pytest.mark.parametrize("call", ["xgemm.torch.matmul", "xgemm.matmul", "out", "gemm",
+                                  "xgemm.torch.grouped_mm", "xgemm.grouped_matmul"])
 def test_forward_mode_ad_is_refused(cpu_reference, call):
     """A dual tensor's tangent is not dropped in silence: forward-mode AD is refused, by
-    every entry point (xgemm.matmul routes it to the operator; out= and gemm refuse it
-    before anything is checked: these are CPU tensors)."""
+    every entry point (xgemm.matmul and grouped_matmul route it to the operators; out=
+    and gemm refuse it before anything is checked: these are CPU tensors)."""
     from torch.autograd import forward_ad
 
     a, b = torch.randn(3, 4, dtype=torch.float64), torch.randn(4, 2, dtype=torch.float64)
     assert forward_ad.unpack_dual(xt.matmul(a, b)).tangent is None  # no level: a product
     c = torch.empty(3, 2, dtype=torch.float64)
+    experts = torch.randn(2, 4, 2, dtype=torch.float64)  # two groups of a's rows
+    ends = torch.tensor([1, 3], dtype=torch.int32)
     run = {"xgemm.torch.matmul": lambda x: xt.matmul(x, b),
            "xgemm.matmul": lambda x: xgemm.matmul(x, b),
            "out": lambda x: xgemm.matmul(x, b, out=c),
-           "gemm": lambda x: xgemm.gemm(x, b, c)}[call]
+           "gemm": lambda x: xgemm.gemm(x, b, c),
+           "xgemm.torch.grouped_mm": lambda x: xt.grouped_mm(x, experts, ends),
+           "xgemm.grouped_matmul": lambda x: xgemm.grouped_matmul(x, experts, offs=ends)}[call]
     with forward_ad.dual_level():
         dual = forward_ad.make_dual(a, torch.randn_like(a))
         with pytest.raises(NotImplementedError, match="forward-mode"):

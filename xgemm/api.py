@@ -174,7 +174,7 @@ def matmul(a: Any, b: Any, variant: str = DEFAULT_VARIANT, out: Any = None,
     """
     if out is None and out_dtype is None and scale_a is None and scale_b is None \
             and formats is None:
-        if _through_autograd(a, b, bias):
+        if through_autograd(a, b, bias):
             from . import torch as xgemm_torch  # (needs PyTorch: a is a PyTorch tensor)
 
             return xgemm_torch.matmul(a, b, bias=bias, activation=activation,
@@ -210,12 +210,17 @@ def _hooks() -> tuple[Any, Any, Any, Any] | None:
     return _torch_hooks
 
 
-def _through_autograd(a: Any, b: Any, bias: Any) -> bool:
-    """Whether a product the PyTorch operator can express (no ``out``, ``out_dtype`` or
-    8-bit scales: the caller asks first) goes through it (``xgemm.torch``): PyTorch
+def through_autograd(a: Any, b: Any, bias: Any = None) -> bool:
+    """Whether a product the PyTorch operators can express (no ``out``, ``out_dtype`` or
+    8-bit scales: the caller asks first) goes through them (``xgemm.torch``): PyTorch
     tensors that record a graph (:func:`_recording`), traced by ``torch.compile``, or
-    inside forward-mode AD (where the operator refuses a tangent). Every call asks, so
-    in few steps: a CuPy call pays a lookup."""
+    inside forward-mode AD (where the operators refuse a tangent). ``matmul`` and
+    ``grouped_matmul`` ask on every call, so in few steps: a CuPy call pays a lookup.
+
+    >>> import numpy as np
+    >>> through_autograd(np.ones((2, 2)), np.ones((2, 2)))  # not a PyTorch tensor
+    False
+    """
     hooks = _torch_hooks or _hooks()
     if hooks is None or not isinstance(a, hooks[0]):
         return False

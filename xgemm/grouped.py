@@ -25,11 +25,11 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import sys
 from dataclasses import dataclass, field
 from typing import Any
 
 from . import gpu
+from .api import through_autograd
 from .checks import check_arch, check_device_limits, dtype_name, on_gpu
 from .checks.grouped import (
     FP8,
@@ -109,7 +109,7 @@ def grouped_matmul(a: Any, b: Any, offs: Any = None, *, scale_a: Any = None,
         from .api import matmul
 
         return matmul(a, b, out_dtype=dtype_name(out_dtype))
-    if _differentiable(a, b):
+    if through_autograd(a, b):
         if out_dtype is not None or scale_a is not None or scale_b is not None:
             raise ValueError("grouped_matmul with out_dtype or scales records no gradient "
                              "yet: call it under torch.no_grad(), or on detached tensors")
@@ -118,16 +118,6 @@ def grouped_matmul(a: Any, b: Any, offs: Any = None, *, scale_a: Any = None,
         return grouped_mm(a, b, offs, **(params or {}))
     return grouped_product(a, b, offs, params, out_dtype=dtype_name(out_dtype),
                            scale_a=scale_a, scale_b=scale_b)
-
-
-def _differentiable(a: Any, b: Any) -> bool:
-    """Whether the call goes through PyTorch's operator (``xgemm.torch.grouped_mm``):
-    PyTorch tensors that autograd records, or traced by ``torch.compile``."""
-    torch = sys.modules.get("torch")  # (not imported: no PyTorch tensor either)
-    if torch is None or not isinstance(a, torch.Tensor):
-        return False
-    return torch.compiler.is_compiling() or torch.is_grad_enabled() and (
-        a.requires_grad or b.requires_grad)
 
 
 def grouped_product(a: Any, b: Any, offs: Any, params: dict[str, int] | None = None,

@@ -411,6 +411,11 @@ def grouped_mm(a: torch.Tensor, b: torch.Tensor, offs: torch.Tensor, **params: i
         >>> w.grad.shape  # doctest: +SKIP
         torch.Size([8, 2048, 768])
     """
+    if forward_ad._current_level >= 0 and _tangents(a, b):
+        raise NotImplementedError(
+            "xgemm.torch.grouped_mm has no forward-mode derivative (jvp), so a dual tensor's "
+            "tangent would be dropped; use reverse mode (backward, torch.func.grad or vjp) "
+            "or F.grouped_mm for forward-mode AD")
     a, b = _autocast(a, b)
     tiles = _tiles_text(params)
     recording = torch.is_grad_enabled() and (a.requires_grad or b.requires_grad)
