@@ -298,7 +298,17 @@ def _cuda_cores(q: _Asked) -> Pick:
 
 
 #: The rules in the order they are asked: the first that answers picks.
-_RULES = (_eight_bit_small, _eight_bit_hopper, _few_rows, _hopper, _tensor_cores)
+def _three_tf32(q: _Asked) -> Pick | None:
+    """precision="tf32x3": rung 31 on sm_90 for outputs of 2^16 elements or more (below,
+    and before Hopper, the exact float32 rungs, as accurate)."""
+    three = get_variant("wgmma_tf32x3")
+    if (q.precision == "tf32x3" and q.dtype in three.dtypes and three.runs_on(q.cc)
+            and q.m * q.n >= 1 << 16):
+        return three.name, dict(three.defaults)
+    return None
+
+
+_RULES = (_three_tf32, _eight_bit_small, _eight_bit_hopper, _few_rows, _hopper, _tensor_cores)
 
 
 @functools.lru_cache(maxsize=4096)

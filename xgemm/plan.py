@@ -291,9 +291,9 @@ def _operands(a: Any, b: Any, v: Variant | None, params: dict[str, int], formats
         formats = torch_formats(a, b, formats)
     dtype, b_dtype, shapes = checked or check_operands(
         Meta(ca.shape, ca.dtype), Meta(cb.shape, cb.dtype), v, params, formats)
-    if precision == "tf32" and dtype != "float32":
-        raise ValueError(f"precision='tf32' lets float32 inputs run as TF32; a and b are {dtype}:"
-                         " leave precision out")
+    if precision in ("tf32", "tf32x3") and dtype != "float32":
+        raise ValueError(f"precision={precision!r} lets float32 inputs run on the TF32 tensor "
+                         f"cores; a and b are {dtype}: leave precision out")
     return a, b, ca, cb, dtype, b_dtype, shapes
 
 

@@ -35,14 +35,16 @@ _WGMMA_K = {"float": 8, "__half": 16, "__nv_bfloat16": 16, "__nv_fp8_e4m3": 32,
             "__nv_fp8_e5m2": 32, "signed char": 32}
 
 
-def wgmma_function(dtype: str, n: int, mn_major: tuple[bool, bool]) -> str:
+def wgmma_function(dtype: str, n: int, mn_major: tuple[bool, bool], from_zero: bool = False
+                   ) -> str:
     r"""The C++ of ``wgmma(acc, desc_a, desc_b)``: one ``wgmma.mma_async`` of shape
     m64n``n``k (k from the CUDA input type ``dtype``), its ``n / 2`` accumulators a thread
     bound one register each. ``mn_major``: whether A and B are MN-major (transposed), an
     immediate pair 16-bit inputs take; tf32 and 8-bit inputs are K-major only, and int8's
     (exact int32 sums) take no sign immediates either. Templates call it (a Jinja global)
     with their tile's n; the input kinds come from the ``WGMMA_INPUTS`` macro of
-    ``_hopper.cuh.j2``.
+    ``_hopper.cuh.j2``. ``from_zero``: also ``wgmma_from_zero(acc, desc_a, desc_b)``, the
+    same instruction writing ``acc = A * B`` (its scale-d predicate false).
 
     >>> "m64n8k16.f32" in (text := wgmma_function("__nv_bfloat16", 8, (False, True)))
     True
@@ -65,17 +67,22 @@ def wgmma_function(dtype: str, n: int, mn_major: tuple[bool, bool]) -> str:
            'WGMMA_INPUTS " "',
            '"{"', *(f'"{line}"' for line in register_lines), '"}, "',
            f'"%{values}, %{values + 1}, p{immediates};' + r'\n}\n"']
-    return "\n".join([
-        f"// acc (64 x {n}, {values} values a thread) += A (64 x K_STEP) * B (K_STEP x {n}),",
-        "// both read from shared memory.",
-        f"__device__ __forceinline__ void wgmma(Sum (&acc)[{values}], "
-        "unsigned long long desc_a,",
-        " " * 38 + "unsigned long long desc_b)",
-        "{",
-        "    asm volatile(" + f"\n{indent}".join(asm),
-        f"{indent}: " + f",\n{indent}  ".join(bound_lines),
-        f'{indent}: "l"(desc_a), "l"(desc_b), "r"(1));',
-        "}", ""])
+    def function(name: str, accumulate: int, says: str) -> list[str]:
+        return [
+            f"// acc (64 x {n}, {values} values a thread) {says} A (64 x K_STEP) * B (K_STEP x"
+            f" {n}),",
+            "// both read from shared memory.",
+            f"__device__ __forceinline__ void {name}(Sum (&acc)[{values}], "
+            "unsigned long long desc_a,",
+            " " * (33 + len(name)) + "unsigned long long desc_b)",
+            "{",
+            "    asm volatile(" + f"\n{indent}".join(asm),
+            f"{indent}: " + f",\n{indent}  ".join(bound_lines),
+            f'{indent}: "l"(desc_a), "l"(desc_b), "r"({accumulate}));',
+            "}", ""]
+
+    return "\n".join(function("wgmma", 1, "+=")
+                     + (function("wgmma_from_zero", 0, "=") if from_zero else []))
 
 
 _env.globals["wgmma_function"] = wgmma_function

@@ -1,13 +1,13 @@
-"""Rungs 18-28: 8-bit operands, and the regimes the large squares leave out: few rows
-or columns, tiny K, rows TMA cannot read, a ragged last round, C staged in shared
-memory, short K (two consumers taking turns).
+"""Rungs 18-28 and 31: 8-bit operands, and the regimes the large squares leave out: few
+rows or columns, tiny K, rows TMA cannot read, a ragged last round, C staged in shared
+memory, short K (two consumers taking turns); float32's accuracy on the TF32 tensor cores.
 """
 
 from __future__ import annotations
 
 from ..registry import Variant, register
 from ..specs import EIGHT_BIT, FLOAT_DTYPES
-from .tensor_cores import HOPPER, MMA, RING_BYTES, WGMMA
+from .tensor_cores import HOPPER, MMA, RING_BYTES, TF32, WGMMA
 
 # Rung 18: rung 14 on 8-bit operands. Both operands K-major, C staged for TMA as
 # 16-bit values (bfloat16 or float16; float32 and int32 C leave from registers), the
@@ -358,4 +358,27 @@ register(Variant(
        "smem_bytes": RING_BYTES + " + min(TMA_STORE, 1) * CONSUMERS * BM * BN * BYTES"
                                   " + (TMA_STORE == 2) * CONSUMERS * BM * 16",
        "tma_boxes": {"a": "BM", "b": "BN", "c": "(TMA_STORE == 1) * BM"}},
+))
+
+# Rung 31: float32 products as three TF32 products of each value's big and small parts,
+# for precision="tf32x3" (rung 14's TF32 point, wgmma_tf32, extended). Its
+# slots hold both parts: twice rung 14's ring, so three stages at 128 x 128; a thread holds
+# three sets of accumulators (the sums, the corrections', a step's big x big).
+register(Variant(
+    name="wgmma_tf32x3",
+    adds="float32's accuracy on the TF32 tensor cores: each value split into big and small"
+         " TF32 parts, three products a step, big x big added in round-to-nearest",
+    **{**WGMMA, **TF32,
+       "precision": "tf32x3",
+       "template": "gemm/31_wgmma_tf32x3.cu.j2",
+       "constraints": [*WGMMA["constraints"],
+                       "3 * (BM // CONSUMERS // 64) * BN // 2 <= 192"],  # three sets a thread
+       "defaults": {"BM": 128, "BN": 128, "CONSUMERS": 2, "STAGES": 3, "GROUP": 8,
+                    "TMA_STORE": 0, "SPREAD": 0},
+       "space": {"BM": [64, 128, 256], "BN": [64, 128], "CONSUMERS": [1, 2],
+                 "STAGES": [2, 3, 4], "GROUP": [8], "TMA_STORE": [0, 1], "SPREAD": [0]},
+       # rung 14's, and the small parts' tiles and barriers after the ring
+       "smem_bytes": RING_BYTES + " + min(TMA_STORE, 1) * BM * BN * BYTES"
+                                  " + (TMA_STORE == 2) * BM * 16"
+                                  " + STAGES * (BM + BN) * 128 + 8 * STAGES + 1024"},
 ))
