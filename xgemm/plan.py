@@ -35,6 +35,7 @@ from .checks import (
     check_factor,
     check_operands,
     check_precision,
+    check_precision_for,
     check_scalar,
     check_scales,
     check_target,
@@ -285,15 +286,15 @@ def _operands(a: Any, b: Any, v: Variant | None, params: dict[str, int], formats
     # Checked before any conversion where the arrays say what they are without one
     # (DLPack objects such as PyTorch tensors: after it)
     checked = check_operands(*metas, v, params, formats) if None not in metas else None
+    if checked is not None:
+        check_precision_for(precision, checked[0])
     a, b = native(a), native(b)
     ca, cb = to_cupy(a), to_cupy(b)
     if checked is None:  # PyTorch's float8 tensors come as bytes: their dtype names the format
         formats = torch_formats(a, b, formats)
     dtype, b_dtype, shapes = checked or check_operands(
         Meta(ca.shape, ca.dtype), Meta(cb.shape, cb.dtype), v, params, formats)
-    if precision in ("tf32", "tf32x3") and dtype != "float32":
-        raise ValueError(f"precision={precision!r} lets float32 inputs run on the TF32 tensor "
-                         f"cores; a and b are {dtype}: leave precision out")
+    check_precision_for(precision, dtype)
     return a, b, ca, cb, dtype, b_dtype, shapes
 
 

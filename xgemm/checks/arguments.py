@@ -451,6 +451,18 @@ def check_scalar(name: str, value: Any) -> float:
     return float(value)
 
 
+def check_precision_for(precision: str | None, dtype: str) -> None:
+    """ValueError where a TF32 ``precision`` is asked of operands that are not float32.
+
+    >>> check_precision_for("tf32x3", "float16")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ValueError: precision='tf32x3' lets float32 inputs run on the TF32 tensor cores; ...
+    """
+    if precision in ("tf32", "tf32x3") and dtype != "float32":
+        raise ValueError(f"precision={precision!r} lets float32 inputs run on the TF32 tensor "
+                         f"cores; a and b are {dtype}: leave precision out")
+
+
 def check_precision(precision: str | None) -> None:
     """ValueError for a ``precision=`` xgemm does not know."""
     if precision not in PRECISIONS:

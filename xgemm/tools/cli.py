@@ -46,7 +46,8 @@ def parser() -> argparse.ArgumentParser:
                             "call (64^3, float32/float16/bfloat16, CuPy and PyTorch inputs, "
                             "with and without out=) and queued time per call (1024^3, "
                             "16x4096x4096), beside cupy.matmul and torch.matmul")
-    bench.add_argument("--suite", choices=(*PARTS, "random", "models", "torch", "grouped"),
+    bench.add_argument("--suite", choices=(*PARTS, "random", "models", "torch", "grouped",
+                                           "tf32x3"),
                        help="auto against cuBLAS on one part of the practitioner's suite "
                             "(xgemm.tools.suite): kernel time and queued time per call; 'random' "
                             "(a seeded sample of shapes) and 'models' (public models' "
@@ -56,7 +57,9 @@ def parser() -> argparse.ArgumentParser:
                             "in bfloat16 and float16, or --dtype of them "
                             "(xgemm.tools.torch_suite); 'grouped': mixture-of-experts "
                             "layers' grouped products against F.grouped_mm "
-                            "(xgemm.tools.grouped_suite)")
+                            "(xgemm.tools.grouped_suite); 'tf32x3': float32 as three TF32 "
+                            "products against SGEMM, time and error "
+                            "(xgemm.tools.tf32x3_suite)")
     bench.add_argument("--seed", type=int, default=1, help="--suite random: the sample's seed")
     bench.add_argument("--count", type=int, default=36,
                        help="--suite random: how many shapes")
