@@ -376,7 +376,7 @@ register(Variant(
        "defaults": {"BM": 128, "BN": 128, "CONSUMERS": 2, "STAGES": 3, "GROUP": 8,
                     "TMA_STORE": 0, "SPREAD": 0},
        "space": {"BM": [64, 128, 256], "BN": [64, 128], "CONSUMERS": [1, 2],
-                 "STAGES": [2, 3, 4], "GROUP": [8], "TMA_STORE": [0, 1], "SPREAD": [0]},
+                 "STAGES": [2, 3], "GROUP": [8], "TMA_STORE": [0, 1], "SPREAD": [0]},
        # rung 14's, and the small parts' tiles and barriers after the ring
        "smem_bytes": RING_BYTES + " + min(TMA_STORE, 1) * BM * BN * BYTES"
                                   " + (TMA_STORE == 2) * BM * 16"
