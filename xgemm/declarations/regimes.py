@@ -361,13 +361,10 @@ register(Variant(
 ))
 
 # Rung 31: float32 products as three TF32 products of each value's big and small parts,
-# for precision="tf32x3" (rung 14's TF32 point, wgmma_tf32, extended). Its
-# slots hold both parts: twice rung 14's ring, so three stages at 128 x 128; a thread holds
-# three sets of accumulators (the sums, the corrections', a step's big x big).
-register(Variant(
-    name="wgmma_tf32x3",
-    adds="float32's accuracy on the TF32 tensor cores: each value split into big and small"
-         " TF32 parts, three products a step, big x big added in round-to-nearest",
+# for precision="tf32x3" (rung 14's TF32 point, wgmma_tf32, extended). Its slots hold both
+# parts: twice rung 14's ring, so three stages at 128 x 128; a thread holds three sets of
+# accumulators (the sums, the corrections', a step's big x big).
+TF32X3 = dict(
     **{**WGMMA, **TF32,
        "precision": "tf32x3",
        "template": "gemm/31_wgmma_tf32x3.cu.j2",
@@ -381,4 +378,29 @@ register(Variant(
        "smem_bytes": RING_BYTES + " + min(TMA_STORE, 1) * BM * BN * BYTES"
                                   " + (TMA_STORE == 2) * BM * 16"
                                   " + STAGES * (BM + BN) * 128 + 8 * STAGES + 1024"},
+)
+
+register(Variant(
+    name="wgmma_tf32x3",
+    adds="float32's accuracy on the TF32 tensor cores: each value split into big and small"
+         " TF32 parts, three products a step, big x big added in round-to-nearest",
+    **TF32X3,
+))
+
+# Rung 32: rung 31 with A's parts split in the consumers' registers (wgmma's A from
+# registers) and only B split in shared memory: a slot's small parts are B's alone, so
+# four stages fit at 128 x 128; two sets of accumulators (a K step's three products, and
+# the sums). Not yet measured against rung 31: auto takes rung 31.
+register(Variant(
+    name="wgmma_tf32x3_rs",
+    adds="rung 31 with A's big and small parts split in registers, where wgmma reads them:"
+         " only B split in shared memory; a K step's three products summed from zero",
+    **{**TF32X3,
+       "template": "gemm/32_wgmma_tf32x3_rs.cu.j2",
+       "defaults": {**TF32X3["defaults"], "STAGES": 4},
+       "space": {**TF32X3["space"], "STAGES": [2, 3, 4]},
+       # rung 14's, and B's small parts and the barriers after the ring
+       "smem_bytes": RING_BYTES + " + min(TMA_STORE, 1) * BM * BN * BYTES"
+                                  " + (TMA_STORE == 2) * BM * 16"
+                                  " + STAGES * BN * 128 + 8 * STAGES + 1024"},
 ))
