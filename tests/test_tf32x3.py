@@ -37,7 +37,7 @@ def test_tf32x3_refuses_other_dtypes_first():
 
 # -- on the GPU -------------------------------------------------------------------------------
 @pytest.mark.gpu
-@pytest.mark.parametrize("variant", ["wgmma_tf32x3", "wgmma_tf32x3_rs"])
+@pytest.mark.parametrize("variant", ["wgmma_tf32x3", "wgmma_tf32x3_rs", "wgmma_tf32x3_parts"])
 @pytest.mark.parametrize("k", [16, 4096])
 @pytest.mark.parametrize("kind", ["normal", "uniform", "scaled_rows", "cancel"])
 def test_tf32x3_errs_as_sgemm_does(kind, k, variant, monkeypatch):

@@ -383,7 +383,8 @@ TF32X3 = dict(
 register(Variant(
     name="wgmma_tf32x3",
     adds="float32's accuracy on the TF32 tensor cores: each value split into big and small"
-         " TF32 parts, three products a step, big x big added in round-to-nearest",
+         " TF32 parts in shared memory, three products a step, each half slot's summed from"
+         " zero and added in round-to-nearest",
     **TF32X3,
 ))
 
@@ -403,4 +404,18 @@ register(Variant(
        "smem_bytes": RING_BYTES + " + min(TMA_STORE, 1) * BM * BN * BYTES"
                                   " + (TMA_STORE == 2) * BM * 16"
                                   " + STAGES * BN * 128 + 8 * STAGES + 1024"},
+))
+
+# Rung 33: rung 31 on parts a pre-pass split once (kernels/copy/split_tf32.cu.j2), each
+# where the operand's value lies: the copy engine lands four tiles a slot and no warp
+# splits. With rung 31's split left out, its loop ran 2.5x SGEMM at 4096^3 and 8192^3, and
+# 2.4x / 2.1x loading four tiles a slot (stop 63's notes); the pre-pass adds about 0.17 /
+# 0.64 ms there. Not yet run: auto takes rung 31.
+register(Variant(
+    name="wgmma_tf32x3_parts",
+    adds="rung 31 on TF32 parts a pre-pass writes once: four tiles a slot by TMA, no warp"
+         " splitting in the loop",
+    **{**TF32X3,
+       "template": "gemm/33_wgmma_tf32x3_parts.cu.j2",
+       "extra_args": (*TF32X3["extra_args"], "tensor_map_a_small", "tensor_map_b_small")},
 ))

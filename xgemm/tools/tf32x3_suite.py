@@ -48,8 +48,8 @@ def inputs(kind: str, m: int, n: int, k: int, b_col: bool, seed: int = 0) -> tup
 
 
 def measure(label: str, m: int, n: int, k: int, kind: str, b_col: bool) -> dict[str, Any]:
-    """One case's row: SGEMM's, tf32x3's (auto's pick: rung 31) and rung 32's kernel and call
-    times and errors, and TF32's error."""
+    """One case's row: SGEMM's, tf32x3's (auto's pick: rung 31), rung 32's and rung 33's
+    kernel and call times and errors, and TF32's error."""
     import cupy
 
     import xgemm
@@ -65,8 +65,9 @@ def measure(label: str, m: int, n: int, k: int, kind: str, b_col: bool) -> dict[
 
     three = xgemm.prepare(a, b, precision="tf32x3")
     contenders = {"sgemm": lambda: cupy.matmul(a, b), "tf32x3": three}
-    if b_col:  # rung 32, named (it reads a column-major B only)
+    if b_col:  # rungs 32 and 33, named (they read a column-major B only)
         contenders["rs"] = xgemm.prepare(a, b, variant="wgmma_tf32x3_rs")
+        contenders["parts"] = xgemm.prepare(a, b, variant="wgmma_tf32x3_parts")
     row: dict[str, Any] = {"case": label, "m": m, "n": n, "k": k, "kind": kind,
                            "layout": "NT" if b_col else "NN", "variant": three.variant.name,
                            # TF32 by name: for small K, precision="tf32" runs exact
@@ -105,16 +106,19 @@ def table(rows: Sequence[dict[str, Any]]) -> str:
     ...               "sgemm_ms": 2.0, "tf32x3_ms": 1.0, "sgemm_call_ms": 2.0,
     ...               "tf32x3_call_ms": 1.1, "sgemm_error": 1e-6, "tf32x3_error": 5e-7,
     ...               "tf32_error": 1e-3}]).splitlines()[-1])
-    | c | wgmma_tf32x3 | 120 | 2.00x | 1.82x | 1.0e-06 | 5.0e-07 | 0.50 | 1.0e-03 | - | - |
+    | c | wgmma_tf32x3 | 120 | 2.00x | 1.82x | 1.0e-06 | 5.0e-07 | 0.50 | 1.0e-03 | - | - | - | - |
     """
     header = ("case", "variant", "tf32x3 TFLOP/s", "x SGEMM", "x SGEMM (call)",
               "SGEMM error", "tf32x3 error", "error / SGEMM's", "TF32 error",
-              "rung 32 x SGEMM", "rung 32 error / SGEMM's")
+              "rung 32 x SGEMM", "rung 32 error / SGEMM's", "rung 33 x SGEMM",
+              "rung 33 error / SGEMM's")
     return markdown.table(header, (
         (r["case"], r["variant"], f"{r['tflops']:.0f}", f"{r['sgemm_ms'] / r['tf32x3_ms']:.2f}x",
          f"{r['sgemm_call_ms'] / r['tf32x3_call_ms']:.2f}x", f"{r['sgemm_error']:.1e}",
          f"{r['tf32x3_error']:.1e}", f"{r['tf32x3_error'] / r['sgemm_error']:.2f}",
          f"{r['tf32_error']:.1e}",
          f"{r['sgemm_ms'] / r['rs_ms']:.2f}x" if "rs_ms" in r else "-",
-         f"{r['rs_error'] / r['sgemm_error']:.2f}" if "rs_error" in r else "-")
+         f"{r['rs_error'] / r['sgemm_error']:.2f}" if "rs_error" in r else "-",
+         f"{r['sgemm_ms'] / r['parts_ms']:.2f}x" if "parts_ms" in r else "-",
+         f"{r['parts_error'] / r['sgemm_error']:.2f}" if "parts_error" in r else "-")
         for r in rows))
