@@ -232,19 +232,34 @@ class Parts:
     recent_args: dict = field(default_factory=dict, compare=False, repr=False)
 
 
-def plan_parts(layout: Layout, rows: int, cols: int, count: int, device: int) -> Parts:
-    """The split of an operand of ``count`` matrices of rows x cols that lie as ``layout``
-    says (a batch stride of 0: one matrix that every product shares), on GPU ``device``.
+def parts_extent(layout: Layout, rows: int, cols: int, count: int
+                 ) -> tuple[int, int, int, int]:
+    """What the split of an operand of ``count`` matrices of rows x cols that lie as
+    ``layout`` says covers: its span (values from its first past its last, rounded up to
+    16 bytes, where the small parts start), a line's values, the lines a matrix, and the
+    matrices (one where the batch shares it: a batch stride of 0).
 
-    >>> plan_parts(Layout(False, 40, 0), 3, 33, 1, device=0).span  # doctest: +SKIP
-    116
+    >>> parts_extent(Layout(False, 40, 0), 3, 33, 5)  # row-major, lines 40 apart, shared
+    (116, 33, 3, 1)
+    >>> parts_extent(Layout(True, 8, 24), 8, 3, 2)    # column-major, a batch of two
+    (48, 8, 3, 2)
     """
     inner, outer = (rows, cols) if layout.col else (cols, rows)
     matrices = count if layout.batch_stride else 1
     span = (matrices - 1) * layout.batch_stride + (outer - 1) * layout.ld + inner
-    span = cdiv(span, 4) * 4  # the small parts start on 16 bytes, as TMA reads them
-    values = inner * outer * matrices
-    blocks = max(1, min(cdiv(values, SPLIT_THREADS), 8 * gpu.multiprocessors(device)))
+    return cdiv(span, 4) * 4, inner, outer, matrices
+
+
+def plan_parts(layout: Layout, rows: int, cols: int, count: int, device: int) -> Parts:
+    """The split of an operand (:func:`parts_extent`) on GPU ``device``: its launch, a
+    block for each ``SPLIT_THREADS`` values up to eight blocks an SM, which then loop.
+
+    >>> plan_parts(Layout(False, 40, 0), 3, 33, 1, device=0).span  # doctest: +SKIP
+    116
+    """
+    span, inner, outer, matrices = parts_extent(layout, rows, cols, count)
+    blocks = max(1, min(cdiv(inner * outer * matrices, SPLIT_THREADS),
+                        8 * gpu.multiprocessors(device)))
     return Parts(span, geometry(split_kernel(device).kernel, (blocks,), (SPLIT_THREADS,), 0),
                  packed("qiiqiq", (span, inner, outer, layout.ld, matrices,
                                    layout.batch_stride)))
