@@ -86,10 +86,12 @@ def parser() -> argparse.ArgumentParser:
                        help="float32 unless given (--suite torch: both 16-bit types); float8 "
                             "(e4m3, row and column scales) and int8: --suite random only, "
                             "against torch._scaled_mm / torch._int_mm, no regret")
-    bench.add_argument("--precision", choices=["tf32"],
+    bench.add_argument("--precision", choices=["tf32", "tf32x3"],
                        help="tf32: cuBLAS in TF32 (CUPY_TF32=1), auto with precision='tf32', "
                             "and by default the TF32 variants (the default is exact float32, "
-                            "TF32 variants only by name)")
+                            "TF32 variants only by name); tf32x3: auto with "
+                            "precision='tf32x3' and the 3xTF32 variants against cuBLAS's "
+                            "exact SGEMM")
     bench.add_argument("--repeat", type=int, default=30, help="timed launches per point")
     bench.add_argument("--warmup", type=int, default=3, help="untimed launches first")
     _outputs(bench)

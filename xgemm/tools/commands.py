@@ -211,7 +211,10 @@ def _bench_generalisation(args: argparse.Namespace) -> int:
                      "--precision, --seed, --count, --min-dim, --min-k, --max-k, --max-m, "
                      "--multiple, "
                      "--no-regret, --repeat and --json")
-    part = "tf32" if args.precision == "tf32" else args.dtype
+    if args.precision and args.dtype not in (None, "float32"):
+        _usage_error(f"--precision {args.precision} is for float32: leave out --dtype "
+                     f"{args.dtype}")
+    part = args.precision or args.dtype
     if part in ("float8", "int8") and (args.suite != "random" or args.precision
                                        or args.min_dim != 1 or args.max_k is not None
                                        or args.min_k is not None

@@ -1,11 +1,14 @@
-"""``xgemm bench --suite tf32x3``: float32 products with ``precision="tf32x3"`` (rung 31)
-beside cuBLAS SGEMM (``cupy.matmul`` with TF32 off) on the same data, time and error side
-by side, and TF32's error (``wgmma_tf32`` by name) for scale.
+"""``xgemm bench --suite tf32x3``: float32 products with ``precision="tf32x3"`` (auto's
+pick: rung 33 where it pays, an exact rung elsewhere) beside cuBLAS SGEMM (``cupy.matmul``
+with TF32 off) on the same data, time and error side by side, each 3xTF32 rung by name
+(31, 32, 33) where B lies as they read it, and TF32's error (``wgmma_tf32`` by name) for
+scale.
 
 Two kinds of case: squares (4096^3 and 8192^3, A row-major and B column-major, the layouts
-rung 31 reads in place; and B row-major, which the call first copies), for the speed; and
-the error model's (M = N = 512, K from 16 to 65536, normal, uniform [0, 1), rows scaled
-by 2^-30..2^30, and terms that cancel), for the accuracy. Errors are relative Frobenius
+the 3xTF32 rungs read in place; and B row-major, which the call first copies), for the
+speed; and the error model's (M = N = 2048, an output large enough that auto takes rung
+33; K from 16 to 65536; normal, uniform [0, 1), rows scaled by 2^-30..2^30, and terms that
+cancel), for the accuracy. Errors are relative Frobenius
 errors against the float64 product of the same inputs. Kernel times: CUDA events, the L2
 scrubbed before each, median of many; call times: 20 calls queued back to back.
 """
@@ -22,8 +25,12 @@ from . import markdown
 #: (label, M, N, K, input kind, B column-major)
 CASES = [(f"{s}^3 {'NT' if col else 'NN'}", s, s, s, "normal", col)
          for s in (4096, 8192) for col in (True, False)] + [
-    (f"512x512x{k} {kind}", 512, 512, k, kind, True)
+    (f"2048x2048x{k} {kind}", 2048, 2048, k, kind, True)
     for kind in ("normal", "uniform", "scaled_rows", "cancel") for k in (16, 256, 4096, 65536)]
+
+
+#: The 3xTF32 rungs, timed by name beside auto's pick: rung number -> variant.
+RUNGS = {"31": "wgmma_tf32x3", "32": "wgmma_tf32x3_rs", "33": "wgmma_tf32x3_parts"}
 
 
 def inputs(kind: str, m: int, n: int, k: int, b_col: bool, seed: int = 0) -> tuple[Any, Any]:
@@ -48,8 +55,8 @@ def inputs(kind: str, m: int, n: int, k: int, b_col: bool, seed: int = 0) -> tup
 
 
 def measure(label: str, m: int, n: int, k: int, kind: str, b_col: bool) -> dict[str, Any]:
-    """One case's row: SGEMM's, tf32x3's (auto's pick: rung 31), rung 32's and rung 33's
-    kernel and call times and errors, and TF32's error."""
+    """One case's row: SGEMM's, tf32x3's (auto's pick) and each 3xTF32 rung's (by name,
+    where B is column-major) kernel and call times and errors, and TF32's error."""
     import cupy
 
     import xgemm
@@ -65,9 +72,9 @@ def measure(label: str, m: int, n: int, k: int, kind: str, b_col: bool) -> dict[
 
     three = xgemm.prepare(a, b, precision="tf32x3")
     contenders = {"sgemm": lambda: cupy.matmul(a, b), "tf32x3": three}
-    if b_col:  # rungs 32 and 33, named (they read a column-major B only)
-        contenders["rs"] = xgemm.prepare(a, b, variant="wgmma_tf32x3_rs")
-        contenders["parts"] = xgemm.prepare(a, b, variant="wgmma_tf32x3_parts")
+    if b_col:  # the rungs by name (they read a column-major B only)
+        for rung, name in RUNGS.items():
+            contenders[rung] = xgemm.prepare(a, b, variant=name)
     row: dict[str, Any] = {"case": label, "m": m, "n": n, "k": k, "kind": kind,
                            "layout": "NT" if b_col else "NN", "variant": three.variant.name,
                            # TF32 by name: for small K, precision="tf32" runs exact
@@ -100,25 +107,30 @@ def run(progress: Callable[[dict], None] | None = None) -> list[dict[str, Any]]:
 
 
 def table(rows: Sequence[dict[str, Any]]) -> str:
-    """The rows as a Markdown table: speed-ups over SGEMM (kernel, call) and the errors.
+    """The rows as a Markdown table: auto's speed-ups over SGEMM (kernel, call), the
+    errors, and each rung's by name (kernel speed-up, error over SGEMM's).
 
-    >>> print(table([{"case": "c", "variant": "wgmma_tf32x3", "tflops": 120.0,
-    ...               "sgemm_ms": 2.0, "tf32x3_ms": 1.0, "sgemm_call_ms": 2.0,
-    ...               "tf32x3_call_ms": 1.1, "sgemm_error": 1e-6, "tf32x3_error": 5e-7,
-    ...               "tf32_error": 1e-3}]).splitlines()[-1])
-    | c | wgmma_tf32x3 | 120 | 2.00x | 1.82x | 1.0e-06 | 5.0e-07 | 0.50 | 1.0e-03 | - | - | - | - |
+    >>> row = {"case": "c", "variant": "wgmma_tf32x3_parts", "tflops": 120.0,
+    ...        "sgemm_ms": 2.0, "tf32x3_ms": 1.0, "sgemm_call_ms": 2.0, "tf32x3_call_ms": 1.1,
+    ...        "sgemm_error": 1e-6, "tf32x3_error": 5e-7, "tf32_error": 1e-3,
+    ...        "31_ms": 4.0, "31_error": 1e-6}
+    >>> print(table([row]).splitlines()[-1].split(" | ")[3:])
+    ['2.00x', '1.82x', '1.0e-06', '5.0e-07', '0.50', '1.0e-03', '0.50x / - / -', '1.00 / - / - |']
     """
-    header = ("case", "variant", "tf32x3 TFLOP/s", "x SGEMM", "x SGEMM (call)",
+    header = ("case", "auto's pick", "TFLOP/s", "x SGEMM", "x SGEMM (call)",
               "SGEMM error", "tf32x3 error", "error / SGEMM's", "TF32 error",
-              "rung 32 x SGEMM", "rung 32 error / SGEMM's", "rung 33 x SGEMM",
-              "rung 33 error / SGEMM's")
+              "rungs 31 / 32 / 33 x SGEMM", "their error / SGEMM's")
+
+    def rungs(r: dict[str, Any], field: str) -> str:
+        """Each rung's speed-up ("ms") or error ratio ("error"), "-" where not timed."""
+        return " / ".join(
+            "-" if f"{rung}_ms" not in r else f"{r['sgemm_ms'] / r[f'{rung}_ms']:.2f}x"
+            if field == "ms" else f"{r[f'{rung}_error'] / r['sgemm_error']:.2f}"
+            for rung in RUNGS)
+
     return markdown.table(header, (
         (r["case"], r["variant"], f"{r['tflops']:.0f}", f"{r['sgemm_ms'] / r['tf32x3_ms']:.2f}x",
          f"{r['sgemm_call_ms'] / r['tf32x3_call_ms']:.2f}x", f"{r['sgemm_error']:.1e}",
          f"{r['tf32x3_error']:.1e}", f"{r['tf32x3_error'] / r['sgemm_error']:.2f}",
-         f"{r['tf32_error']:.1e}",
-         f"{r['sgemm_ms'] / r['rs_ms']:.2f}x" if "rs_ms" in r else "-",
-         f"{r['rs_error'] / r['sgemm_error']:.2f}" if "rs_error" in r else "-",
-         f"{r['sgemm_ms'] / r['parts_ms']:.2f}x" if "parts_ms" in r else "-",
-         f"{r['parts_error'] / r['sgemm_error']:.2f}" if "parts_error" in r else "-")
+         f"{r['tf32_error']:.1e}", rungs(r, "ms"), rungs(r, "error"))
         for r in rows))
