@@ -550,7 +550,7 @@ def test_tf32_only_when_asked(rng):
         if xgemm.get_variant(name).runs_on(cc):
             err = relative_error(xgemm.matmul(a, w.T, variant=name), a, w.T)
             assert 1e-5 < err < TF32_TOLERANCE, (name, err)
-    with pytest.raises(ValueError, match="precision='tf32' lets float32 inputs run as TF32"):
+    with pytest.raises(ValueError, match="precision='tf32' lets float32 inputs run on the TF32"):
         xgemm.matmul(a.astype("float16"), w.T.astype("float16"), precision="tf32")
 
 

@@ -23,7 +23,8 @@ def test_ladder_order():
                    "wgmma_ring", "wgmma", "wgmma_tf32", "dmma", "wgmma_splitk",
                    "wgmma_rows", "wgmma_8bit", "mma_int8", "skinny", "skinny_mma", "skinny_ring",
                    "tiny_k", "wgmma_inplace", "wgmma_last_round",
-                   "wgmma_8bit_last_round", "mma_staged_c", "skinny_async", "wgmma_pingpong"]
+                   "wgmma_8bit_last_round", "mma_staged_c", "skinny_async", "wgmma_pingpong",
+                   "wgmma_tf32x3", "wgmma_tf32x3_rs", "wgmma_tf32x3_parts"]
     assert xgemm.DEFAULT_VARIANT == xgemm.AUTO == "auto"
 
 

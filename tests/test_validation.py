@@ -159,7 +159,7 @@ def test_bad_parameters():
 
 def test_unknown_precision_is_refused_first():
     a = np.ones((4, 4), np.float32)  # a host array: the precision is checked before that
-    with pytest.raises(ValueError, match="unknown precision 'fp8': None .* or 'tf32'"):
+    with pytest.raises(ValueError, match="unknown precision 'fp8': None .*, 'tf32' .* or 'tf32x3'"):
         xgemm.matmul(a, a, precision="fp8")
 
 

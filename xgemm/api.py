@@ -107,6 +107,10 @@ def matmul(a: Any, b: Any, variant: str = DEFAULT_VARIANT, out: Any = None,
             GPUs from sm_80, copying a column-major a or a row-major b of a single
             product into the K-major layout they read first, and the exact rungs for
             a batch that is not K-major). Naming a TF32 variant asks for it too.
+            "tf32x3": float32's accuracy from three TF32 products of each value's big
+            and small parts (``wgmma_tf32x3_parts`` on sm_90 where its 128 x 128 tiles
+            fill the SMs, C has 384 rows and columns or more and K >= 256; the exact
+            rungs elsewhere); docs/semantics.md gives its error model.
         out_dtype: None (the inputs' dtype) or, for float16 and bfloat16 inputs,
             "float32": the result (and ``bias``) in float32, the sums unrounded. For
             8-bit inputs (below): "bfloat16" (FP8's default), "float16", "float32", or

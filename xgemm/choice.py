@@ -297,8 +297,32 @@ def _cuda_cores(q: _Asked) -> Pick:
     return name, dict(get_variant(name).defaults)
 
 
+#: Rows and columns of C from which precision="tf32x3" takes rung 33: three of its
+#: 128-wide tiles each way. On fewer, a ragged edge wastes a large part of each tile and
+#: the pre-pass's split of the long operand is most of the work; the exact rungs win.
+TF32X3_MIN_SIDE = 384
+#: K from which precision="tf32x3" takes rung 33: its three-stage pipeline and epilogue
+#: are a fixed cost each tile, which shorter K does not repay.
+TF32X3_MIN_K = 256
+
+
+def _three_tf32(q: _Asked) -> Pick | None:
+    """precision="tf32x3": rung 33 on sm_90 where its 128 x 128 tiles fill every SM at
+    least once, C has ``TF32X3_MIN_SIDE`` rows and columns or more and K is
+    ``TF32X3_MIN_K`` or more; elsewhere, and before Hopper, the exact float32 rungs (as
+    accurate, and there faster). Fitted on the random suite's float32 shapes (seeds 10,
+    12, 20 and 21), rung 33 against auto's exact pick a whole call at a time
+    (bench/results/h100/evidence/tf32x3_rule.txt)."""
+    parts = get_variant("wgmma_tf32x3_parts")
+    if (q.precision == "tf32x3" and q.dtype in parts.dtypes and parts.runs_on(q.cc)
+            and q.tiles(128, 128) >= q.sms and min(q.m, q.n) >= TF32X3_MIN_SIDE
+            and q.k >= TF32X3_MIN_K):
+        return parts.name, dict(parts.defaults)
+    return None
+
+
 #: The rules in the order they are asked: the first that answers picks.
-_RULES = (_eight_bit_small, _eight_bit_hopper, _few_rows, _hopper, _tensor_cores)
+_RULES = (_three_tf32, _eight_bit_small, _eight_bit_hopper, _few_rows, _hopper, _tensor_cores)
 
 
 @functools.lru_cache(maxsize=4096)

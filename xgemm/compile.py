@@ -93,6 +93,38 @@ def pad_source() -> str:
     return render("copy/pad_rows.cu.j2", THREADS=PAD_THREADS, UNROLL=PAD_UNROLL)
 
 
+#: The split pre-pass's threads a block (``kernels/copy/split_tf32.cu.j2``).
+SPLIT_THREADS = 256
+
+
+def split_source() -> str:
+    """The split pre-pass's CUDA C (``kernels/copy/split_tf32.cu.j2``): each float32 value
+    of an operand as its two TF32 parts, for rung 33.
+
+    >>> "xgemm_split_tf32(" in split_source()
+    True
+    """
+    from .render import render
+
+    return render("copy/split_tf32.cu.j2")
+
+
+@functools.cache
+def split_kernel(device: int):
+    """The compiled split pre-pass, for GPU ``device`` (cached per device). Arguments:
+    the operand and the parts' buffer (pointers), the small parts' offset in values (long
+    long), a line's values, the lines a matrix (int), the leading dimension (long long),
+    the matrices (int) and their stride (long long).
+
+    >>> kernel = split_kernel(0)  # doctest: +SKIP
+    """
+    import cupy
+
+    kernel = cupy.RawKernel(split_source(), "xgemm_split_tf32", options=nvrtc_options())
+    kernel.compile()  # now, for the current device, so that errors surface here
+    return kernel
+
+
 @functools.cache
 def pad_kernel(device: int):
     """The compiled kernel that copies one or two operands' lines into lines padded to 16

@@ -107,11 +107,14 @@ def _packing(chars: str) -> tuple[int, tuple[int, ...]]:
     return max(ends[-1], 8), tuple(starts)
 
 
-#: The extra kernel arguments a variant may declare (``Variant.extra_args``). The last two
-#: are the grouped product's (``xgemm.grouped``, which passes them itself): the address of
-#: the groups' ends and their count.
+#: The extra kernel arguments a variant may declare (``Variant.extra_args``). The small
+#: parts' maps are rung 33's: A's and B's TF32 small parts, which a pre-pass writes after
+#: their big parts (``xgemm.operands.Parts``). The last two are the grouped product's
+#: (``xgemm.grouped``, which passes them itself): the address of the groups' ends and
+#: their count.
 EXTRA_ARGS = ("tensor_map_a", "tensor_map_b", "tensor_map_c", "partials", "arrivals",
-              "scale_a", "scale_b", "group_ends", "groups")
+              "scale_a", "scale_b", "tensor_map_a_small", "tensor_map_b_small", "group_ends",
+              "groups")
 
 
 class Source(enum.IntEnum):

@@ -315,6 +315,9 @@ def _enqueued(plan: Any, a: Any, b: Any, target: Any, bias: Any, alpha: float, b
         ptr_a = _copy_pointer(plan, plan.a, a, keep, stream_ptr)
     if plan.b.copied and plan.b.pad is None:
         ptr_b = _copy_pointer(plan, plan.b, b, keep, stream_ptr)
+    if plan.parts is not None:  # rung 33 reads A's and B's TF32 parts, split first
+        ptr_a = _split(plan, "a", plan.parts[0], ptr_a, keep, stream_ptr)
+        ptr_b = _split(plan, "b", plan.parts[1], ptr_b, keep, stream_ptr)
     result, ptr_c, staging, view = _output(plan, target, torch_arrays)
     if not plan.chunks:
         return result
@@ -431,6 +434,18 @@ def _padded(plan: Any, ptr_a: int, ptr_b: int, itemsize: int, keep: list, stream
             targets.append(ptrs[i])
     pad_rows(plan.pad_launch, tuple(sources), tuple(targets), stream_ptr)
     return ptrs[0], ptrs[1]
+
+
+def _split(plan: Any, name: str, parts: Any, ptr: int, keep: list, stream_ptr: int) -> int:
+    """The address of this call's TF32 parts of operand ``name`` (at ``ptr``), for rung
+    33: the split pre-pass queued into a buffer of both parts (``xgemm.operands.Parts``),
+    kept as a copy's is (``_copy_buffer``)."""
+    buffer = _copy_buffer(plan, f"{name} parts", 2 * parts.span * 4, stream_ptr, keep,
+                          _capturing(stream_ptr))
+    args = remembered(parts.recent_args, (ptr, buffer),
+                      lambda: Arguments([ptr, buffer, *parts.sizes]))
+    enqueue(parts.launch, args, stream_ptr)
+    return buffer
 
 
 def _copy_pointer(plan: Any, prep: Any, x: Any, keep: list, stream_ptr: int) -> int:

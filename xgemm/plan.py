@@ -35,6 +35,7 @@ from .checks import (
     check_factor,
     check_operands,
     check_precision,
+    check_precision_for,
     check_scalar,
     check_scales,
     check_target,
@@ -55,11 +56,13 @@ from .launch import packed
 from .operands import (
     OperandPlan,
     PadLaunch,
+    Parts,
     alignment_flags,
     folded_rows,
     plan_operand,
     plan_output,
     plan_pad_launch,
+    plan_parts,
     tma_ready,
 )
 from .ranking import contenders_to_time, pick
@@ -101,6 +104,9 @@ class Plan:
     copy_bias: bool
     # the one launch that pads A, B or both for TMA (their ``pad``), where either has one
     pad_launch: PadLaunch | None = None
+    # A's and B's splits into TF32 parts before the product, for a rung that reads them
+    # (its extra arguments name the small parts' maps), or none
+    parts: tuple[Parts, Parts] | None = None
     contenders: tuple = ()          # auto's (variant, parameters) for autotuning to time
     block: tuple[int, ...] = ()
     shared_mem: int = 0
@@ -285,15 +291,15 @@ def _operands(a: Any, b: Any, v: Variant | None, params: dict[str, int], formats
     # Checked before any conversion where the arrays say what they are without one
     # (DLPack objects such as PyTorch tensors: after it)
     checked = check_operands(*metas, v, params, formats) if None not in metas else None
+    if checked is not None:
+        check_precision_for(precision, checked[0])
     a, b = native(a), native(b)
     ca, cb = to_cupy(a), to_cupy(b)
     if checked is None:  # PyTorch's float8 tensors come as bytes: their dtype names the format
         formats = torch_formats(a, b, formats)
     dtype, b_dtype, shapes = checked or check_operands(
         Meta(ca.shape, ca.dtype), Meta(cb.shape, cb.dtype), v, params, formats)
-    if precision == "tf32" and dtype != "float32":
-        raise ValueError(f"precision='tf32' lets float32 inputs run as TF32; a and b are {dtype}:"
-                         " leave precision out")
+    check_precision_for(precision, dtype)
     return a, b, ca, cb, dtype, b_dtype, shapes
 
 
@@ -345,6 +351,9 @@ def _make_plan(a: cupy.ndarray, b: cupy.ndarray, v: Variant | None, params: dict
                 contenders=listed)
     plan.c_dtype_np = full_c.dtype
     plan.scaled = "scale_a" in v.extra_args
+    if "tensor_map_a_small" in v.extra_args and shapes.m and shapes.n and shapes.k:
+        plan.parts = (plan_parts(plan_a.layout, shapes.m, shapes.k, shapes.count, device),
+                      plan_parts(plan_b.layout, shapes.k, shapes.n, shapes.count, device))
     if kind == "torch":
         import torch
 
@@ -405,13 +414,15 @@ def _chunks(plan: Plan, arrays: tuple, item: int) -> None:
         la.batch_stride, lb.batch_stride, lc.batch_stride, 1.0, 0.0))
     plan.sizes, plan.unit = fixed[:9], fixed[9:]
     c_item = arrays[2].itemsize
+    # bytes from A's and B's big TF32 parts to their small ones (rung 33's pre-pass)
+    small = tuple(x.span * item for x in plan.parts) if plan.parts else (0, 0)
     chunks = []
     for first in range(0, shapes.count, per_launch):
         count = min(per_launch, shapes.count - first)
         offsets = (first * la.batch_stride * item, first * lb.batch_stride * item,
                    first * lc.batch_stride * c_item)
         extra = tuple(_extra_arg(arg, v, p, shapes, arrays, (la, lb, lc), offsets, first,
-                                 count, (sums * acc_size, counters * 4))
+                                 count, (sums * acc_size, counters * 4), small)
                       for arg in v.extra_args)
         chunks.append(Chunk((*grid[:2], count * splits), offsets, extra))
     plan.chunks = tuple(chunks)
@@ -419,17 +430,18 @@ def _chunks(plan: Plan, arrays: tuple, item: int) -> None:
 
 def _extra_arg(arg: str, v: Variant, p: dict[str, int], shapes: Shapes, arrays: tuple,
                layouts: tuple, offsets: tuple, first: int, count: int,
-               workspace_bytes: tuple[int, int]) -> ExtraArg:
+               workspace_bytes: tuple[int, int], small: tuple[int, int]) -> ExtraArg:
     """One of ``v``'s extra arguments for the chunk of ``count`` products from ``first``
     (``xgemm.launch`` turns it into a pointer or a tensor map).
-    ``workspace_bytes``: split-K's partials and counters per product."""
+    ``workspace_bytes``: split-K's partials and counters per product; ``small``: bytes
+    from A's and B's big TF32 parts to their small parts (the maps of those)."""
     if arg == "partials":
         return ExtraArg(Source.PARTIALS, first * workspace_bytes[0], None)
     if arg == "arrivals":
         return ExtraArg(Source.ARRIVALS, first * workspace_bytes[1], None)
     if arg in ("scale_a", "scale_b"):  # shared by the whole batch
         return ExtraArg(Source.SCALE_A if arg == "scale_a" else Source.SCALE_B, 0, None)
-    operand = arg.removeprefix("tensor_map_")
+    operand = arg.removeprefix("tensor_map_").removesuffix("_small")
     index = "abc".index(operand)
     box = v.tma_box(operand, p)
     if box == 0 or (operand != "c" and shapes.k == 0):
@@ -441,6 +453,7 @@ def _extra_arg(arg: str, v: Variant, p: dict[str, int], shapes: Shapes, arrays: 
     inner, outer = (rows, cols) if layout.col else (cols, rows)
     batched = layout.batch_stride != 0
     stride = layout.batch_stride if batched else layout.ld * outer
-    return ExtraArg(Source(index), offsets[index], (
+    past = small[index] if arg.endswith("_small") else 0  # the small parts' map
+    return ExtraArg(Source(index), offsets[index] + past, (
         x.dtype.name, (inner, outer, count if batched else 1),
         (layout.ld * item, stride * item), (row, box if k_contiguous else row, 1)))

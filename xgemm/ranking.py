@@ -97,7 +97,8 @@ def pick(mats: tuple, layouts: list, shapes: Shapes, dtype: str, device: int,
         check_arch(v, dtype, device, auto=True)
         return v, v.resolve(p, dtype)
     v, p, tuned, read, copyable = ruled(mats, layouts, shapes, dtype, device, precision)
-    if tuned or 0 in (shapes.m, shapes.n, shapes.count):  # an empty product has no cost
+    # (the 3xTF32 rungs are not calibrated: the model would take an exact rung for them)
+    if tuned or 0 in (shapes.m, shapes.n, shapes.count) or v.precision == "tf32x3":
         return v, p
     modelled = ranked(mats, layouts, read, copyable, shapes, dtype, device, precision)
     if modelled:

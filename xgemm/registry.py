@@ -98,8 +98,8 @@ class Variant:
     #: The one NVRTC target it must be built for ("sm_90a": wgmma and setmaxnreg exist only
     #: there), or None: built for the GPU it runs on (and checked offline for sm_80, sm_90).
     target: str | None = None
-    #: "tf32": it rounds float32 inputs to TF32 on the tensor cores. Naming it asks for
-    #: that; ``auto`` takes it only with ``precision="tf32"``. None: exact arithmetic.
+    #: "tf32": it rounds float32 inputs to TF32 on the tensor cores; "tf32x3": three TF32
+    #: products. Naming it asks for that; ``auto`` takes it only with that ``precision``.
     precision: str | None = None
     #: Its TMA boxes, where A, B (and C) reach it through tensor maps: per operand ("a",
     #: "b", "c"), an expression for the rows (K-major A, B) or columns (MN-major) one copy

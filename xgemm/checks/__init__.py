@@ -19,6 +19,7 @@ from .arguments import (
     check_dtypes,
     check_operands,
     check_precision,
+    check_precision_for,
     check_scalar,
     dtype_name,
     extent,
@@ -39,8 +40,8 @@ from .scales import Scales, check_factor, check_scales, scaling, split_scales
 __all__ = [
     "AUTO", "FP8_FORMATS", "INT_MAX", "MAX_WORKSPACE_BYTES", "PRECISIONS", "TUNE", "Layout",
     "Meta", "Scales", "Shapes", "check_arch", "check_bias", "check_device_limits",
-    "check_dtypes", "check_factor", "check_operands", "check_precision", "check_scalar",
-    "check_scales", "check_target", "check_workspace", "dtype_name", "extent",
+    "check_dtypes", "check_factor", "check_operands", "check_precision", "check_precision_for",
+    "check_scalar", "check_scales", "check_target", "check_workspace", "dtype_name", "extent",
     "input_dtypes", "layout_of", "matmul_shapes", "meta", "native", "on_gpu", "one_device",
     "output_dtype", "overlaps", "parse_activation", "scaling", "split_scales",
     "torch_formats",

@@ -29,9 +29,10 @@ AUTO = "auto"
 #: ... and to let it choose by timing: auto's contenders timed on the first call's own
 #: operands, the fastest remembered in the tuning file (``xgemm.autotune``).
 TUNE = "tune"
-#: What ``precision=`` takes: None, exact arithmetic in the inputs' dtype (the default),
-#: or "tf32", which lets float32 inputs run on the tensor cores as TF32 (10-bit mantissas).
-PRECISIONS = (None, "tf32")
+#: What ``precision=`` takes: None, exact arithmetic in the inputs' dtype (the default);
+#: "tf32", which lets float32 inputs run on the tensor cores as TF32 (10-bit mantissas);
+#: or "tf32x3", float32's accuracy from three TF32 products (rung 31) where it runs.
+PRECISIONS = (None, "tf32", "tf32x3")
 INT_MAX = 2**31 - 1  # the kernels take int sizes and leading dimensions
 
 
@@ -450,8 +451,21 @@ def check_scalar(name: str, value: Any) -> float:
     return float(value)
 
 
+def check_precision_for(precision: str | None, dtype: str) -> None:
+    """ValueError where a TF32 ``precision`` is asked of operands that are not float32.
+
+    >>> check_precision_for("tf32x3", "float16")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ValueError: precision='tf32x3' lets float32 inputs run on the TF32 tensor cores; ...
+    """
+    if precision in ("tf32", "tf32x3") and dtype != "float32":
+        raise ValueError(f"precision={precision!r} lets float32 inputs run on the TF32 tensor "
+                         f"cores; a and b are {dtype}: leave precision out")
+
+
 def check_precision(precision: str | None) -> None:
     """ValueError for a ``precision=`` xgemm does not know."""
     if precision not in PRECISIONS:
-        raise ValueError(f"unknown precision {precision!r}: None (exact arithmetic) or 'tf32' "
-                         "(float32 inputs may run on the tensor cores as TF32)")
+        raise ValueError(f"unknown precision {precision!r}: None (exact arithmetic), 'tf32' "
+                         "(float32 inputs may run on the tensor cores as TF32) or 'tf32x3' "
+                         "(float32's accuracy from three TF32 products a step)")

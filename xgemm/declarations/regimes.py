@@ -1,13 +1,13 @@
-"""Rungs 18-28: 8-bit operands, and the regimes the large squares leave out: few rows
-or columns, tiny K, rows TMA cannot read, a ragged last round, C staged in shared
-memory, short K (two consumers taking turns).
+"""Rungs 18-28 and 31: 8-bit operands, and the regimes the large squares leave out: few
+rows or columns, tiny K, rows TMA cannot read, a ragged last round, C staged in shared
+memory, short K (two consumers taking turns); float32's accuracy on the TF32 tensor cores.
 """
 
 from __future__ import annotations
 
 from ..registry import Variant, register
 from ..specs import EIGHT_BIT, FLOAT_DTYPES
-from .tensor_cores import HOPPER, MMA, RING_BYTES, WGMMA
+from .tensor_cores import HOPPER, MMA, RING_BYTES, TF32, WGMMA
 
 # Rung 18: rung 14 on 8-bit operands. Both operands K-major, C staged for TMA as
 # 16-bit values (bfloat16 or float16; float32 and int32 C leave from registers), the
@@ -358,4 +358,64 @@ register(Variant(
        "smem_bytes": RING_BYTES + " + min(TMA_STORE, 1) * CONSUMERS * BM * BN * BYTES"
                                   " + (TMA_STORE == 2) * CONSUMERS * BM * 16",
        "tma_boxes": {"a": "BM", "b": "BN", "c": "(TMA_STORE == 1) * BM"}},
+))
+
+# Rung 31: float32 products as three TF32 products of each value's big and small parts,
+# for precision="tf32x3" (rung 14's TF32 point, wgmma_tf32, extended). Its slots hold both
+# parts: twice rung 14's ring, so three stages at 128 x 128; a thread holds three sets of
+# accumulators (the sums, the corrections', a step's big x big).
+TF32X3 = dict(
+    **{**WGMMA, **TF32,
+       "precision": "tf32x3",
+       "template": "gemm/31_wgmma_tf32x3.cu.j2",
+       "constraints": [*WGMMA["constraints"],
+                       "3 * (BM // CONSUMERS // 64) * BN // 2 <= 192"],  # three sets a thread
+       "defaults": {"BM": 128, "BN": 128, "CONSUMERS": 2, "STAGES": 3, "GROUP": 8,
+                    "TMA_STORE": 0, "SPREAD": 0},
+       "space": {"BM": [64, 128, 256], "BN": [64, 128], "CONSUMERS": [1, 2],
+                 "STAGES": [2, 3], "GROUP": [8], "TMA_STORE": [0, 1], "SPREAD": [0]},
+       # rung 14's, and the small parts' tiles and barriers after the ring
+       "smem_bytes": RING_BYTES + " + min(TMA_STORE, 1) * BM * BN * BYTES"
+                                  " + (TMA_STORE == 2) * BM * 16"
+                                  " + STAGES * (BM + BN) * 128 + 8 * STAGES + 1024"},
+)
+
+register(Variant(
+    name="wgmma_tf32x3",
+    adds="float32's accuracy on the TF32 tensor cores: each value split into big and small"
+         " TF32 parts in shared memory, three products a step, each half slot's summed from"
+         " zero and added in round-to-nearest",
+    **TF32X3,
+))
+
+# Rung 32: rung 31 with A's parts split in the consumers' registers (wgmma's A from
+# registers) and only B split in shared memory: a slot's small parts are B's alone, so
+# four stages fit at 128 x 128; two sets of accumulators (a K step's three products, and
+# the sums). Not yet measured against rung 31: auto takes rung 31.
+register(Variant(
+    name="wgmma_tf32x3_rs",
+    adds="rung 31 with A's big and small parts split in registers, where wgmma reads them:"
+         " only B split in shared memory; a K step's three products summed from zero",
+    **{**TF32X3,
+       "template": "gemm/32_wgmma_tf32x3_rs.cu.j2",
+       "defaults": {**TF32X3["defaults"], "STAGES": 4},
+       "space": {**TF32X3["space"], "STAGES": [2, 3, 4]},
+       # rung 14's, and B's small parts and the barriers after the ring
+       "smem_bytes": RING_BYTES + " + min(TMA_STORE, 1) * BM * BN * BYTES"
+                                  " + (TMA_STORE == 2) * BM * 16"
+                                  " + STAGES * BN * 128 + 8 * STAGES + 1024"},
+))
+
+# Rung 33: rung 31 on parts a pre-pass split once (kernels/copy/split_tf32.cu.j2), each
+# where the operand's value lies: the copy engine lands four tiles a slot and no warp
+# splits. With rung 31's split left out, its loop ran 2.5x SGEMM at 4096^3 and 8192^3, and
+# 2.4x / 2.1x loading four tiles a slot (stop 63's notes); the pre-pass adds about 0.17 /
+# 0.64 ms there. Not yet run: auto takes rung 31.
+register(Variant(
+    name="wgmma_tf32x3_parts",
+    adds="rung 31 on TF32 parts a pre-pass writes once: four tiles a slot by TMA, no warp"
+         " splitting in the loop",
+    **{**TF32X3,
+       "template": "gemm/33_wgmma_tf32x3_parts.cu.j2",
+       "extra_args": (*TF32X3["extra_args"], "tensor_map_a_small", "tensor_map_b_small")},
 ))

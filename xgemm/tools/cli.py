@@ -46,7 +46,8 @@ def parser() -> argparse.ArgumentParser:
                             "call (64^3, float32/float16/bfloat16, CuPy and PyTorch inputs, "
                             "with and without out=) and queued time per call (1024^3, "
                             "16x4096x4096), beside cupy.matmul and torch.matmul")
-    bench.add_argument("--suite", choices=(*PARTS, "random", "models", "torch", "grouped"),
+    bench.add_argument("--suite", choices=(*PARTS, "random", "models", "torch", "grouped",
+                                           "tf32x3"),
                        help="auto against cuBLAS on one part of the practitioner's suite "
                             "(xgemm.tools.suite): kernel time and queued time per call; 'random' "
                             "(a seeded sample of shapes) and 'models' (public models' "
@@ -56,7 +57,9 @@ def parser() -> argparse.ArgumentParser:
                             "in bfloat16 and float16, or --dtype of them "
                             "(xgemm.tools.torch_suite); 'grouped': mixture-of-experts "
                             "layers' grouped products against F.grouped_mm "
-                            "(xgemm.tools.grouped_suite)")
+                            "(xgemm.tools.grouped_suite); 'tf32x3': float32 as three TF32 "
+                            "products against SGEMM, time and error "
+                            "(xgemm.tools.tf32x3_suite)")
     bench.add_argument("--seed", type=int, default=1, help="--suite random: the sample's seed")
     bench.add_argument("--count", type=int, default=36,
                        help="--suite random: how many shapes")
@@ -83,10 +86,12 @@ def parser() -> argparse.ArgumentParser:
                        help="float32 unless given (--suite torch: both 16-bit types); float8 "
                             "(e4m3, row and column scales) and int8: --suite random only, "
                             "against torch._scaled_mm / torch._int_mm, no regret")
-    bench.add_argument("--precision", choices=["tf32"],
+    bench.add_argument("--precision", choices=["tf32", "tf32x3"],
                        help="tf32: cuBLAS in TF32 (CUPY_TF32=1), auto with precision='tf32', "
                             "and by default the TF32 variants (the default is exact float32, "
-                            "TF32 variants only by name)")
+                            "TF32 variants only by name); tf32x3: auto with "
+                            "precision='tf32x3' and the 3xTF32 variants against cuBLAS's "
+                            "exact SGEMM")
     bench.add_argument("--repeat", type=int, default=30, help="timed launches per point")
     bench.add_argument("--warmup", type=int, default=3, help="untimed launches first")
     _outputs(bench)

@@ -211,7 +211,10 @@ def _bench_generalisation(args: argparse.Namespace) -> int:
                      "--precision, --seed, --count, --min-dim, --min-k, --max-k, --max-m, "
                      "--multiple, "
                      "--no-regret, --repeat and --json")
-    part = "tf32" if args.precision == "tf32" else args.dtype
+    if args.precision and args.dtype not in (None, "float32"):
+        _usage_error(f"--precision {args.precision} is for float32: leave out --dtype "
+                     f"{args.dtype}")
+    part = args.precision or args.dtype
     if part in ("float8", "int8") and (args.suite != "random" or args.precision
                                        or args.min_dim != 1 or args.max_k is not None
                                        or args.min_k is not None
@@ -278,14 +281,14 @@ def _bench_torch_suite(args: argparse.Namespace) -> int:
         return 2
     from . import torch_suite
 
-    return _against_pytorch(args, "torch_suite", len(dtypes) * len(torch_suite.CASES),
-                            functools.partial(torch_suite.run, dtypes), torch_suite.table)
+    return _own_cases(args, "torch_suite", len(dtypes) * len(torch_suite.CASES),
+                      functools.partial(torch_suite.run, dtypes), torch_suite.table)
 
 
-def _against_pytorch(args: argparse.Namespace, key: str, cases: int,
-                     run: Callable[..., list], table: Callable[[list], str]) -> int:
-    """Run a suite measured against PyTorch (``run``, a row a case, a bar over the
-    ``cases``), write its rows under ``key`` in --json's file, print its table."""
+def _own_cases(args: argparse.Namespace, key: str, cases: int, run: Callable[..., list],
+               table: Callable[[list], str]) -> int:
+    """Run a suite of its own cases (``run``, a row a case, a bar over the ``cases``),
+    write its rows under ``key`` in --json's file, print its table."""
     machine = machine_info(measure=False)
     bar = _progress(cases)
     rows = run(progress=(lambda row: bar.update(1)) if bar else None)
@@ -297,25 +300,28 @@ def _against_pytorch(args: argparse.Namespace, key: str, cases: int,
     return 0
 
 
-def _bench_grouped_suite(args: argparse.Namespace) -> int:
-    """--suite grouped: mixture-of-experts products against F.grouped_mm, in bfloat16."""
+def _bench_own_cases(args: argparse.Namespace) -> int:
+    """--suite grouped (mixture-of-experts products against F.grouped_mm, bfloat16) or
+    tf32x3 (float32 as three TF32 products against SGEMM)."""
     if args.family or args.sizes or args.shapes or args.variants or args.precision \
             or args.overhead or args.csv or args.plot or args.roofline \
-            or args.dtype not in (None, "bfloat16"):
-        _usage_error("--suite grouped measures its own bfloat16 cases; it takes --json only")
+            or args.dtype not in (None, {"grouped": "bfloat16", "tf32x3": "float32"}[args.suite]):
+        _usage_error(f"--suite {args.suite} measures its own cases; it takes --json only")
+    os.environ["CUPY_TF32"] = "0"  # before CuPy's first float32 product: SGEMM
     if not need_gpu("bench"):
         return 2
-    from . import grouped_suite
+    from . import grouped_suite, tf32x3_suite
 
-    return _against_pytorch(args, "grouped_suite", 2 * len(grouped_suite.CASES),
-                            grouped_suite.run, grouped_suite.table)
+    suite, cases = ((grouped_suite, 2 * len(grouped_suite.CASES)) if args.suite == "grouped"
+                    else (tf32x3_suite, len(tf32x3_suite.CASES)))
+    return _own_cases(args, f"{args.suite}_suite", cases, suite.run, suite.table)
 
 
 def _bench_suite(args: argparse.Namespace) -> int:
     if args.suite == "torch":
         return _bench_torch_suite(args)
-    if args.suite == "grouped":
-        return _bench_grouped_suite(args)
+    if args.suite in ("grouped", "tf32x3"):
+        return _bench_own_cases(args)
     args.dtype = args.dtype or "float32"
     if args.suite in ("random", "models"):
         return _bench_generalisation(args)

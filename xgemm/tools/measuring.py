@@ -45,8 +45,9 @@ from .. import cost
 from ..specs import numpy_dtype
 from .tolerances import TOLERANCE
 
-#: What each part multiplies: (dtype, precision), as the calibration reads the files.
-PARTS = cost.PARTS
+#: What each part multiplies: (dtype, precision), as the calibration reads the files
+#: (tf32x3: measured against exact SGEMM, not calibrated).
+PARTS = {**cost.PARTS, "tf32x3": ("float32", "tf32x3")}
 #: The 8-bit parts and their results' dtype, which keys their tolerance against the
 #: float64 product of the dequantised inputs (``tolerances.TOLERANCE["8-bit"]``).
 EIGHT_BIT_OUTPUT = {"float8": "bfloat16", "int8": "int32"}
@@ -164,7 +165,7 @@ def measure(part: str, case: Product, *, regret: bool = True, repeat: int = 10,
     timed = {name: _kernel_ms(fn, repeat, flush) for name, fn in baselines.items()}
     baseline = min(timed, key=timed.__getitem__)
     expected = baselines["torch.matmul"]().clone()
-    tolerance = TOLERANCE["cuBLAS"]["tf32" if precision else dtype]
+    tolerance = TOLERANCE["cuBLAS"]["tf32" if precision == "tf32" else dtype]
 
     def checked(launch: Any) -> float:
         c.fill_(float("nan"))
@@ -395,7 +396,7 @@ def add_candidates(rows: Sequence[dict[str, Any]], names: Collection[str], *,
         before = ({point_of(x["variant"], x["params"]) for x in row["candidates"]}
                   if new_points_only else set())
         timed = _candidates(a, b, c, dtype, precision, checked,
-                            TOLERANCE["cuBLAS"]["tf32" if precision else dtype],
+                            TOLERANCE["cuBLAS"]["tf32" if precision == "tf32" else dtype],
                             row["best_ms"], repeat, flush, names, before)
         row["candidates"] = [x for x in row["candidates"]
                              if x["variant"] not in names or new_points_only] + timed

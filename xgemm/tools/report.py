@@ -298,19 +298,21 @@ def torch_suite_table(results: Results) -> str:
         for row in results.torch_suite["torch_suite"]))
 
 
-def grouped_suite_table(results: Results) -> str:
-    """``xgemm bench --suite grouped``'s rows (``xgemm.tools.grouped_suite.table``), and the
-    GPU and commit they ran on.
+def own_suite_table(results: Results, suite: str) -> str:
+    """``xgemm bench --suite SUITE``'s rows, for the suites of their own cases ("grouped",
+    "tf32x3": ``xgemm.tools.<suite>_suite.table``), and the GPU and commit they ran on.
 
-    >>> grouped_suite_table(Results(Path(".")))
+    >>> own_suite_table(Results(Path(".")), "grouped")
     'No grouped runs (`xgemm bench --suite grouped --json FILE`).'
     """
-    if not results.grouped_suite:
-        return "No grouped runs (`xgemm bench --suite grouped --json FILE`)."
-    from .grouped_suite import table
+    data = results.own_suites.get(suite)
+    if not data:
+        return f"No {suite} runs (`xgemm bench --suite {suite} --json FILE`)."
+    import importlib
 
-    machine = results.grouped_suite.get("machine", {})
-    return (table(results.grouped_suite["grouped_suite"]) + f"\n\n{machine.get('gpu', '?')},"
+    table = importlib.import_module(f"{__package__}.{suite}_suite").table
+    machine = data.get("machine", {})
+    return (table(data[f"{suite}_suite"]) + f"\n\n{machine.get('gpu', '?')},"
             f" commit {machine.get('commit', 'unknown')}.")
 
 
@@ -320,14 +322,15 @@ def render(results: Results, readme_dir: str | os.PathLike[str] = REPO) -> dict[
 
     >>> sorted(render(Results(Path("."))))  # doctest: +NORMALIZE_WHITESPACE
     ['call_cost', 'figures', 'generalisation', 'grouped_suite', 'ladder', 'machine', 'suite',
-     'torch_suite', 'training']
+     'tf32x3_suite', 'torch_suite', 'training']
     """
     return {"ladder": ladder_table(results), "machine": machine_line(results, readme_dir),
             "figures": figures(results, readme_dir), "call_cost": call_cost_tables(results),
             "suite": suite_table(results), "generalisation": generalisation_table(results),
             "training": training_table(results, readme_dir),
             "torch_suite": torch_suite_table(results),
-            "grouped_suite": grouped_suite_table(results)}
+            "grouped_suite": own_suite_table(results, "grouped"),
+            "tf32x3_suite": own_suite_table(results, "tf32x3")}
 
 
 def update(text: str, regions: Mapping[str, str]) -> str:

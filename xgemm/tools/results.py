@@ -24,6 +24,10 @@ from ..registry import get_variant
 COLUMNS = ("float32", "tf32", "float16", "bfloat16", "float64")
 
 
+#: The suites of their own cases whose files README shows (``xgemm bench --suite NAME``).
+OWN_SUITES = ("grouped", "tf32x3")
+
+
 @dataclass
 class Run:
     """One ``xgemm bench --json`` file: the machine it ran on and its records."""
@@ -52,8 +56,9 @@ class Results:
     training_figures: list[Path] = field(default_factory=list)
     #: ``xgemm bench --suite torch --json``'s file, as written (the last by name)
     torch_suite: dict[str, Any] | None = None
-    #: ``xgemm bench --suite grouped --json``'s file: its machine and its rows
-    grouped_suite: dict[str, Any] | None = None
+    #: the files of ``xgemm bench --suite grouped`` and ``--suite tf32x3``, by suite: each
+    #: one's machine and rows (under "grouped_suite", "tf32x3_suite")
+    own_suites: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def columns(self) -> list[str]:
         """The columns that have runs, in table order.
@@ -110,8 +115,8 @@ def load(directory: str | os.PathLike[str]) -> Results:
             results.generalisation.append(data)
         elif isinstance(data.get("torch_suite"), list):
             results.torch_suite = data
-        elif isinstance(data.get("grouped_suite"), list):
-            results.grouped_suite = data
+        elif own := [s for s in OWN_SUITES if isinstance(data.get(f"{s}_suite"), list)]:
+            results.own_suites[own[0]] = data
         elif isinstance(data.get("suite"), list):
             results.suite += data["suite"]
             results.suite_commits.add(str(data.get("machine", {}).get("commit") or "unknown"))
