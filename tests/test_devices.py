@@ -11,7 +11,8 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 from conftest import (
-    TOLERANCE,
+    REFERENCE_TOLERANCE,
+    TF32_TOLERANCE,
     cupy_dtype,
     f64,
     float_variants,
@@ -79,7 +80,7 @@ def test_every_variant_runs_where_its_operands_are(where, current, name):
         c = xgemm.matmul(a, b, variant=name)
         assert cupy.cuda.Device().id == current
     assert c.device.id == where
-    tol = tolerance(name, dtype) if name != "auto" else TOLERANCE[dtype]
+    tol = tolerance(name, dtype) if name != "auto" else REFERENCE_TOLERANCE[dtype]
     with cupy.cuda.Device(where):
         assert frobenius_error(c, f64(a) @ f64(b)) < tol
 
@@ -124,12 +125,12 @@ def test_every_part_of_a_call_is_made_on_the_operands_gpu(where, current):
         for what, call, expected in cases:
             got = call()
             assert got.device.id == where, what
-            tol = 5e-3 if what == "tf32" else TOLERANCE[got.dtype.name]
+            tol = TF32_TOLERANCE if what == "tf32" else REFERENCE_TOLERANCE[got.dtype.name]
             assert error(got, expected, where) < tol, what
         assert xgemm.gemm(a, b, c, alpha=2.0, beta=0.5, bias=strided_bias) is c
-        assert error(c, expected_gemm, where) < TOLERANCE["float32"]
+        assert error(c, expected_gemm, where) < REFERENCE_TOLERANCE["float32"]
         xgemm.matmul(overlap, overlap, out=overlap)  # through a staging array
-        assert error(overlap, expected_overlap, where) < TOLERANCE["float32"]
+        assert error(overlap, expected_overlap, where) < REFERENCE_TOLERANCE["float32"]
         launch = xgemm.prepare(h, g, out_dtype="float32")
         assert launch.device == where
         assert cupy.cuda.Device().id == current
@@ -192,7 +193,7 @@ def test_pytorch_tensors_on_another_gpu(where, current):
     assert isinstance(c, torch.Tensor) and c.device == a.device  # PyTorch in, PyTorch out
     expected = torch.relu(a.double() @ w.double().T + bias.double())
     got = c.double()
-    assert float((got - expected).norm() / expected.norm()) < TOLERANCE["float16"]
+    assert float((got - expected).norm() / expected.norm()) < REFERENCE_TOLERANCE["float16"]
 
 
 @multigpu

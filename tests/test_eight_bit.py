@@ -19,12 +19,13 @@ from conftest import FakeGpuArray, frobenius_error, poisoned
 import xgemm
 from xgemm.checks import Meta, input_dtypes, output_dtype, scaling
 from xgemm.specs import EIGHT_BIT_OUTPUTS, Spec, check_eight_bit_spec
-from xgemm.tools.tolerances import TOLERANCE as TOLERANCES
+from xgemm.tools.tolerances import TOLERANCE
 
 E4M3, E5M2 = "float8_e4m3fn", "float8_e5m2"
 NAME = "wgmma_8bit"
-#: Error allowed per output dtype (xgemm.tools.tolerances says why).
-TOLERANCE = TOLERANCES["8-bit"]
+#: Error allowed per output dtype against float64 of the dequantised inputs (the "8-bit"
+#: row of xgemm.tools.tolerances.TOLERANCE, which says why).
+EIGHT_BIT_TOLERANCE = TOLERANCE["8-bit"]
 PAIRS = [(E4M3, E4M3), (E4M3, E5M2), (E5M2, E4M3), (E5M2, E5M2), ("int8", "int8")]
 
 
@@ -211,7 +212,7 @@ def test_formats_outputs_and_odd_shapes(rng, pair):
             tma = launch.variant.name == NAME  # rows TMA cannot read are padded
             assert launch.copies == (("a", "b") if k % 16 and tma else ())
             err = frobenius_error(c, scale * expected)
-            assert err <= TOLERANCE[out_dtype], (
+            assert err <= EIGHT_BIT_TOLERANCE[out_dtype], (
                 f"{pair} -> {out_dtype} {m}x{n}x{k}: error {err} (seed {rng.seed})")
 
 
@@ -230,7 +231,7 @@ def test_every_point_of_the_space(rng, name, dtype, params):
         _, c, expected = product(rng, m, n, k, (dtype, dtype), variant=name, **params)
         out_dtype = EIGHT_BIT_OUTPUTS[dtype][0]
         err = frobenius_error(c, expected)
-        assert err <= TOLERANCE[out_dtype], f"{m}x{n}x{k}: error {err} (seed {rng.seed})"
+        assert err <= EIGHT_BIT_TOLERANCE[out_dtype], f"{m}x{n}x{k}: error {err} (seed {rng.seed})"
 
 
 #: Few rows (B streamed: a decode step) or few columns (A streamed), K of no multiple of 16
@@ -258,7 +259,7 @@ def test_skinny_reads_8_bit_operands(rng, pair):
         assert launch.variant.name == "skinny" and launch.copies == ()
         out_dtype = EIGHT_BIT_OUTPUTS[pair[0]][0]
         err = frobenius_error(c, expected)
-        assert err <= TOLERANCE[out_dtype], f"{m}x{n}x{k}: error {err} (seed {rng.seed})"
+        assert err <= EIGHT_BIT_TOLERANCE[out_dtype], f"{m}x{n}x{k}: error {err} (seed {rng.seed})"
         first = c.copy()
         launch()
         assert bool((c == first).all()), f"{m}x{n}x{k}: a second run differs"
@@ -267,7 +268,7 @@ def test_skinny_reads_8_bit_operands(rng, pair):
         _, c, expected = product(rng, 16, 2049, 1025, pair, out_dtype, scale_a=scale,
                                  **skinny(16, 2049, 4))
         err = frobenius_error(c, scale * expected)
-        assert err <= TOLERANCE[out_dtype], f"{out_dtype}: error {err} (seed {rng.seed})"
+        assert err <= EIGHT_BIT_TOLERANCE[out_dtype], f"{out_dtype}: error {err} (seed {rng.seed})"
     m, n, k = 700, 13, 300
     rows, cols = rng.array((m,)) ** 2 + 0.5, rng.array((1, n)) ** 2 + 0.5
     bias = rng.array((n,), "bfloat16")
@@ -276,12 +277,13 @@ def test_skinny_reads_8_bit_operands(rng, pair):
     pre = rows.astype(cupy.float64)[:, None] * expected * cols.astype(cupy.float64) \
         + bias.astype(cupy.float64)
     err = frobenius_error(c, pre / (1 + cupy.exp(-pre)))
-    assert err <= TOLERANCE["bfloat16"], f"error {err} (seed {rng.seed})"
+    assert err <= EIGHT_BIT_TOLERANCE["bfloat16"], f"error {err} (seed {rng.seed})"
     a, b = quantised(rng, (3, 5, 300), pair[0]), quantised(rng, (300, 77), pair[1], "F")
     formats = None if pair[0] == "int8" else pair
     c = xgemm.matmul(a, b, formats=formats, **skinny(5, 77, 2))
     err = frobenius_error(c, decoded(a, pair[0]) @ decoded(b, pair[1]))
-    assert err <= TOLERANCE[EIGHT_BIT_OUTPUTS[pair[0]][0]], f"batch: {err} (seed {rng.seed})"
+    allowed = EIGHT_BIT_TOLERANCE[EIGHT_BIT_OUTPUTS[pair[0]][0]]
+    assert err <= allowed, f"batch: {err} (seed {rng.seed})"
 
 
 @pytest.mark.gpu
@@ -298,7 +300,8 @@ def test_mma_int8_outputs_scales_and_epilogue(rng):
                                           variant="mma_int8", scale_a=scale)
             assert launch.copies == ()
             err = frobenius_error(c, scale * expected)
-            assert err <= TOLERANCE[out_dtype], f"{out_dtype} {m}x{n}x{k}: {err} (seed {rng.seed})"
+            assert err <= EIGHT_BIT_TOLERANCE[out_dtype], (
+                f"{out_dtype} {m}x{n}x{k}: {err} (seed {rng.seed})")
     m, n, k = 129, 200, 130
     rows, cols = rng.array((m,)) ** 2 + 0.5, rng.array((1, n)) ** 2 + 0.5
     bias = rng.array((n,), "bfloat16")
@@ -307,7 +310,7 @@ def test_mma_int8_outputs_scales_and_epilogue(rng):
     pre = rows.astype(cupy.float64)[:, None] * expected * cols.astype(cupy.float64) \
         + bias.astype(cupy.float64)
     err = frobenius_error(c, pre / (1 + cupy.exp(-pre)))
-    assert err <= TOLERANCE["bfloat16"], f"error {err} (seed {rng.seed})"
+    assert err <= EIGHT_BIT_TOLERANCE["bfloat16"], f"error {err} (seed {rng.seed})"
 
 
 @pytest.mark.gpu
@@ -347,7 +350,7 @@ def test_layouts_read_in_place_or_copied(rng):
         assert launch.copies == copies, label
         launch()
         err = frobenius_error(c, decoded(a, E4M3) @ decoded(b, E4M3))
-        assert err <= TOLERANCE["bfloat16"], f"{label}: error {err} (seed {rng.seed})"
+        assert err <= EIGHT_BIT_TOLERANCE["bfloat16"], f"{label}: error {err} (seed {rng.seed})"
 
 
 @pytest.mark.gpu
@@ -368,7 +371,7 @@ def test_scales(rng, pair, out_dtype):
         sa, sb = (cupy.asarray(s, cupy.float64).reshape(shape)
                   for s, shape in ((scale_a, (-1, 1)), (scale_b, (1, -1))))
         err = frobenius_error(c, sa * expected * sb)
-        assert err <= TOLERANCE[out_dtype], (
+        assert err <= EIGHT_BIT_TOLERANCE[out_dtype], (
             f"scales {type(scale_a).__name__} {getattr(scale_a, 'shape', '')}: error {err} "
             f"(seed {rng.seed})")
     # C staged for the TMA store with the scales staged beside it, the tile's scales
@@ -382,7 +385,7 @@ def test_scales(rng, pair, out_dtype):
         assert launch.params["TMA_STORE"] == (1 if staged else 0), params
         expected = rows.astype(cupy.float64)[:, None] * expected * cols.astype(cupy.float64)
         err = frobenius_error(c, expected)
-        assert err <= TOLERANCE[out_dtype], f"{params}: error {err} (seed {rng.seed})"
+        assert err <= EIGHT_BIT_TOLERANCE[out_dtype], f"{params}: error {err} (seed {rng.seed})"
 
 
 @pytest.mark.gpu
@@ -396,7 +399,7 @@ def test_epilogue_after_the_scales(rng):
     launch, c, expected = product(rng, m, n, k, (E4M3, E5M2), scale_a=0.5, bias=bias,
                                   activation="relu")
     expected = cupy.maximum(0.5 * expected + bias.astype(cupy.float64), 0)
-    assert frobenius_error(c, expected) <= TOLERANCE["bfloat16"], f"seed {rng.seed}"
+    assert frobenius_error(c, expected) <= EIGHT_BIT_TOLERANCE["bfloat16"], f"seed {rng.seed}"
 
     a, b = quantised(rng, (m, k), "int8"), quantised(rng, (k, n), "int8", "F")
     c = rng.array((m, n))
@@ -404,7 +407,7 @@ def test_epilogue_after_the_scales(rng):
     expected = (2.0 * (decoded(a, "int8") @ decoded(b, "int8")) * scale_b.astype(cupy.float64)
                 + 0.5 * c.astype(cupy.float64))
     assert xgemm.gemm(a, b, c, alpha=2.0, beta=0.5, scale_b=scale_b) is c
-    assert frobenius_error(c, expected) <= TOLERANCE["float32"], f"seed {rng.seed}"
+    assert frobenius_error(c, expected) <= EIGHT_BIT_TOLERANCE["float32"], f"seed {rng.seed}"
 
 
 @pytest.mark.gpu
@@ -418,7 +421,8 @@ def test_batches(rng):
     launch = xgemm.prepare(a, b, formats=E4M3)
     assert len(launch.grids) == 1 and launch.copies == ()
     expected = decoded(a, E4M3) @ decoded(b, E4M3)
-    assert frobenius_error(launch(), expected) <= TOLERANCE["bfloat16"], f"seed {rng.seed}"
+    err = frobenius_error(launch(), expected)
+    assert err <= EIGHT_BIT_TOLERANCE["bfloat16"], f"seed {rng.seed}"
 
     a = quantised(rng, (2, 65, 100), "int8")
     b = cupy.swapaxes(quantised(rng, (2, 33, 100), "int8"), -1, -2)  # (2, K, N) column-major
@@ -498,7 +502,8 @@ def test_last_round_on_8_bit_operands(rng, pair, out_dtype):
             expected = (kwargs["scale_a"].astype(cupy.float64)[:, None] * expected
                         * kwargs["scale_b"].astype(cupy.float64))
             err = frobenius_error(c, expected)
-            assert err <= TOLERANCE[out_dtype], f"{m}x{n}x{k}: error {err} (seed {rng.seed})"
+            assert err <= EIGHT_BIT_TOLERANCE[out_dtype], (
+                f"{m}x{n}x{k}: error {err} (seed {rng.seed})")
         once = c.copy()
         launch()
         assert bool((c.view(cupy.uint8) == once.view(cupy.uint8)).all()), "not bit-identical"
@@ -507,7 +512,7 @@ def test_last_round_on_8_bit_operands(rng, pair, out_dtype):
     c = xgemm.matmul(a, b, variant=name, formats=None if pair[0] == "int8" else pair,
                      out_dtype=out_dtype)
     expected = decoded(a, pair[0]) @ decoded(b, pair[1])
-    assert frobenius_error(c, expected) <= TOLERANCE[out_dtype], f"seed {rng.seed}"
+    assert frobenius_error(c, expected) <= EIGHT_BIT_TOLERANCE[out_dtype], f"seed {rng.seed}"
 
 
 @pytest.mark.gpu
@@ -523,12 +528,16 @@ def test_pytorch_float8_tensors(rng):
     c = xgemm.matmul(a, w.T, scale_a=scale_a, scale_b=scale_b)
     assert isinstance(c, torch.Tensor) and c.dtype == torch.bfloat16
     expected = scale_a.double() * (a.double() @ w.double().T) * scale_b.double()
-    assert float((c.double() - expected).norm() / expected.norm()) <= TOLERANCE["bfloat16"]
+    err = float((c.double() - expected).norm() / expected.norm())
+    assert err <= EIGHT_BIT_TOLERANCE["bfloat16"]
     scale = torch.full((), 2.0, device="cuda")  # per-tensor scales, as _scaled_mm mixes them
     ours = xgemm.matmul(a, w.T, scale_a=scale_a, scale_b=scale)
     theirs = torch._scaled_mm(a, w.T, scale_a, scale, out_dtype=torch.bfloat16)
     expected = scale_a.double() * (a.double() @ w.double().T) * scale.double()
-    assert float((ours.double() - theirs.double()).norm() / expected.norm()) <= 2e-2
+    # _scaled_mm is cuBLASLt's FP8 GEMM: both results rounded to bfloat16, as the benchmark
+    # compares a variant with cuBLAS.
+    vs_cublas = float((ours.double() - theirs.double()).norm() / expected.norm())
+    assert vs_cublas <= TOLERANCE["cuBLAS"]["bfloat16"]
     with pytest.raises(TypeError, match="a is a float8_e4m3fn tensor but formats names"):
         xgemm.matmul(a, w.T, formats=E5M2)
 

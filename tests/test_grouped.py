@@ -4,7 +4,7 @@ over the groups (GPU)."""
 from __future__ import annotations
 
 import pytest
-from conftest import TOLERANCE
+from conftest import REFERENCE_TOLERANCE
 
 import xgemm
 from xgemm.checks.grouped import Operand, check_grouped, check_grouped_k
@@ -212,7 +212,7 @@ def test_grouped_matches_a_float64_loop(case, b_k_major, dtype):
     del poison
     got = xgemm.grouped_matmul(x, w, offs=offs)
     assert got.shape == (rows, n) and got.dtype == x.dtype
-    _check(got, x, w, ends, TOLERANCE[dtype])
+    _check(got, x, w, ends, REFERENCE_TOLERANCE[dtype])
 
 
 @pytest.mark.gpu
@@ -228,7 +228,7 @@ def test_grouped_points(params):
     x, w = _operands(torch, rows, k, n, len(ends), "bfloat16", True)
     got = xgemm.grouped_matmul(x, w, offs=torch.tensor(ends, device="cuda",
                                                         dtype=torch.int32), params=params)
-    _check(got, x, w, ends, TOLERANCE["bfloat16"])
+    _check(got, x, w, ends, REFERENCE_TOLERANCE["bfloat16"])
 
 
 @pytest.mark.gpu
@@ -249,7 +249,7 @@ def test_grouped_on_cupy_arrays():
     got = xgemm.grouped_matmul(x, w, offs=ends)
     assert isinstance(got, cupy.ndarray)
     error = float(cupy.linalg.norm(got.astype(cupy.float64) - ref) / cupy.linalg.norm(ref))
-    assert error < TOLERANCE["float16"]
+    assert error < REFERENCE_TOLERANCE["float16"]
 
 
 @pytest.mark.gpu
@@ -272,7 +272,7 @@ def test_grouped_graph_replays_with_other_group_sizes():
         ends.copy_(torch.tensor(counts).cumsum(0).int())
         graph.replay()
         torch.cuda.synchronize()
-        _check(out, x, w, [sum(counts[:g + 1]) for g in range(8)], TOLERANCE["bfloat16"])
+        _check(out, x, w, [sum(counts[:g + 1]) for g in range(8)], REFERENCE_TOLERANCE["bfloat16"])
 
 
 # groups along K: (the groups' ends, tokens, M, N)
@@ -332,7 +332,7 @@ def test_grouped_along_k_matches_a_float64_loop(case, params):
                 assert not got[g].any(), g
             else:
                 error = float(torch.linalg.norm(got[g].double() - ref[g])) / norm
-                assert error < TOLERANCE["bfloat16"], (g, error)
+                assert error < REFERENCE_TOLERANCE["bfloat16"], (g, error)
         if poisoned is not None:
             poisoned[last:] = 0.0
 
@@ -355,13 +355,13 @@ def test_grouped_float32_results(along_k):
         for g, size in enumerate(counts):
             ref = x[start:start + size].double().t() @ dy[start:start + size].double()
             assert float(torch.linalg.norm(got[g].double() - ref)) <= \
-                TOLERANCE["float32"] * max(float(torch.linalg.norm(ref)), 1.0)
+                REFERENCE_TOLERANCE["float32"] * max(float(torch.linalg.norm(ref)), 1.0)
             start += size
     else:
         w = torch.randn(4, 192, 136, device="cuda", dtype=torch.bfloat16, generator=gen)
         got = xgemm.grouped_matmul(x, w, offs=ends, out_dtype=torch.float32)
         assert got.dtype == torch.float32
-        _check(got, x, w, ends.tolist(), TOLERANCE["float32"])
+        _check(got, x, w, ends.tolist(), REFERENCE_TOLERANCE["float32"])
 
 
 FP8_CASES = {  # scales, output, format, the rung's point
@@ -380,7 +380,7 @@ def test_fp8_grouped_matches_its_dequantised_float64_product(case):
     product of its dequantised operands times the scales, rows past the last end zero:
     each scaling, each output, both formats, the scales staged in shared memory (256
     columns a tile) and read from registers."""
-    from xgemm.tools.tolerances import TOLERANCE as TOLERANCES
+    from xgemm.tools.tolerances import TOLERANCE
 
     torch = pytest.importorskip("torch")
     _hopper()
@@ -413,7 +413,7 @@ def test_fp8_grouped_matches_its_dequantised_float64_product(case):
                 part = part * scale_b[g].double()
             error = float(torch.linalg.norm(got[start:start + size].double() - part)
                           / torch.linalg.norm(part))
-            assert error < TOLERANCES["8-bit"][out], (g, error)
+            assert error < TOLERANCE["8-bit"][out], (g, error)
         start += size
     assert not got[start:].any()
 
@@ -452,7 +452,7 @@ def test_grouped_gradients_on_the_gpu(along_k):
     for grad, ref in ((a.grad, a64.grad), (b.grad, b64.grad)):
         assert grad.shape == ref.shape
         error = float(torch.linalg.norm(grad.double() - ref) / torch.linalg.norm(ref))
-        assert error < TOLERANCE["bfloat16"], error
+        assert error < REFERENCE_TOLERANCE["bfloat16"], error
 
 
 @pytest.mark.gpu
@@ -464,7 +464,7 @@ def test_grouped_without_offs_is_the_batched_product():
     got = xgemm.grouped_matmul(a, b)
     ref = a.double() @ b.double()
     assert float(torch.linalg.norm(got.double() - ref) / torch.linalg.norm(ref)) < \
-        TOLERANCE["bfloat16"]
+        REFERENCE_TOLERANCE["bfloat16"]
 
 
 # -- the PyTorch operator's backward, on the CPU ------------------------------------------------

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from conftest import (
     DTYPES,
-    TOLERANCE,
+    REFERENCE_TOLERANCE,
     cupy_dtype,
     f64,
     float_variants,
@@ -62,7 +62,7 @@ def test_matches_numpy_matmul(rng, a_shape, b_shape, dtype):
     diff = float(np.linalg.norm((f64(c).get() - expected).ravel()))
     scale = float(np.linalg.norm(magnitudes.ravel()))
     err = diff / scale if scale > 0 else diff
-    assert err < TOLERANCE[dtype], f"error {err} (seed {rng.seed})"
+    assert err < REFERENCE_TOLERANCE[dtype], f"error {err} (seed {rng.seed})"
 
 
 @pytest.mark.parametrize("name", float_variants())
@@ -89,7 +89,7 @@ def test_batch_larger_than_one_grid_dimension(rng):
     launch = xgemm.prepare(a, b, variant="tiled")
     assert [g[2] for g in launch.grids] == [65535, 70_000 - 65535]
     c = launch()
-    assert frobenius_error(c, cupy.matmul(f64(a), f64(b))) < TOLERANCE["float32"]
+    assert frobenius_error(c, cupy.matmul(f64(a), f64(b))) < REFERENCE_TOLERANCE["float32"]
 
 
 def test_transposed_batches_read_in_place(rng):
@@ -100,7 +100,7 @@ def test_transposed_batches_read_in_place(rng):
     launch = xgemm.prepare(a, b, variant="vectorized")
     assert launch.copies == () and launch.spec.a_col and launch.spec.b_col
     c = launch()
-    assert frobenius_error(c, cupy.matmul(f64(a), f64(b))) < TOLERANCE["float32"]
+    assert frobenius_error(c, cupy.matmul(f64(a), f64(b))) < REFERENCE_TOLERANCE["float32"]
 
 
 def test_batch_no_single_stride_walks_is_copied(rng):
@@ -109,7 +109,7 @@ def test_batch_no_single_stride_walks_is_copied(rng):
     a, b = rng.array((2, 1, 9, 11)), rng.array((1, 3, 11, 5))
     launch = xgemm.prepare(a, b, variant="tiled")
     assert launch.copies == ("a", "b")  # (2, 3) batches with strides (s, 0) and (0, s)
-    assert frobenius_error(launch(), cupy.matmul(f64(a), f64(b))) < TOLERANCE["float32"]
+    assert frobenius_error(launch(), cupy.matmul(f64(a), f64(b))) < REFERENCE_TOLERANCE["float32"]
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -119,7 +119,7 @@ def test_out_with_batches_and_vectors(rng, dtype):
     a, b = rng.array((4, 9, 11), dtype), rng.array((11,), dtype)
     out = poisoned(4, 9, dtype=dtype)
     assert xgemm.matmul(a, b, out=out) is out
-    assert frobenius_error(out, cupy.matmul(f64(a), f64(b))) < TOLERANCE[dtype]
+    assert frobenius_error(out, cupy.matmul(f64(a), f64(b))) < REFERENCE_TOLERANCE[dtype]
     with pytest.raises(ValueError, match=r"out has shape \(4, 9, 1\); a @ b has shape \(4, 9\)"):
         xgemm.matmul(a, b, out=cupy.empty((4, 9, 1), cupy_dtype(dtype)))
 
@@ -142,17 +142,17 @@ def test_out_overlapping_an_input(rng, kind):
     b = rng.array((3, 16, 16))
     expected = cupy.matmul(f64(a), f64(b))
     xgemm.matmul(framework(a), framework(b), out=framework(b))  # b read while written
-    assert frobenius_error(b, expected) < TOLERANCE["float32"]
+    assert frobenius_error(b, expected) < REFERENCE_TOLERANCE["float32"]
     x = rng.array((40, 40))
     expected = cupy.matmul(f64(x[:20, :20]), f64(x[:20, 20:]))
     y = framework(x)  # windows of one buffer
     xgemm.matmul(y[:20, :20], y[:20, 20:], out=y[10:30, 10:30])
-    assert frobenius_error(x[10:30, 10:30], expected) < TOLERANCE["float32"]
+    assert frobenius_error(x[10:30, 10:30], expected) < REFERENCE_TOLERANCE["float32"]
     if kind == "cupy":  # rows read backwards (PyTorch has no negative strides)
         x = rng.array((40, 40))
         expected = cupy.matmul(f64(x[19::-1, :20]), f64(x[:20, 20:]))
         xgemm.matmul(x[19::-1, :20], x[:20, 20:], out=x[10:30, 10:30])
-        assert frobenius_error(x[10:30, 10:30], expected) < TOLERANCE["float32"]
+        assert frobenius_error(x[10:30, 10:30], expected) < REFERENCE_TOLERANCE["float32"]
 
 
 # -- gemm: alpha, beta, in place -----------------------------------------------------------
@@ -189,7 +189,7 @@ def test_gemm_batched_and_c_in_other_layouts(rng):
     for c in (rng.array((3, 20, 10)), cupy.swapaxes(rng.array((3, 10, 20)), -1, -2)):
         expected = 0.5 * cupy.matmul(f64(a), f64(b)) + 2.0 * f64(c)
         xgemm.gemm(a, b, c, alpha=0.5, beta=2.0, variant="vectorized")
-        assert frobenius_error(c, expected) < TOLERANCE["float32"]
+        assert frobenius_error(c, expected) < REFERENCE_TOLERANCE["float32"]
 
 
 def test_gemm_k_zero_scales_c(rng):
@@ -199,6 +199,8 @@ def test_gemm_k_zero_scales_c(rng):
     expected = 0.25 * f64(c)
     xgemm.gemm(cupy.empty((5, 0), cupy.float32), cupy.empty((0, 7), cupy.float32), c,
                alpha=2.0, beta=0.25)
+    # K = 0: C is only scaled by 0.25, a power of two, exact in float32, so far stricter
+    # than the 1e-5 of a float32 product's sums.
     assert frobenius_error(c, expected) < 1e-7
 
 
@@ -269,7 +271,7 @@ def test_pytorch_tensors_of_every_dtype(dtype):
     expected = (a.double() @ w.double().T).cpu().numpy()
     got = c.double().cpu().numpy()
     assert got.shape == expected.shape
-    assert np.linalg.norm(got - expected) / np.linalg.norm(expected) < TOLERANCE[dtype]
+    assert np.linalg.norm(got - expected) / np.linalg.norm(expected) < REFERENCE_TOLERANCE[dtype]
 
 
 SPLIT_K = [n for n in float_variants() if xgemm.get_variant(n).splits != "1"]
@@ -292,14 +294,14 @@ def test_split_k_is_deterministic_and_right(rng, name, shape):
     assert launch.grid[2] == 8  # eight blocks per tile of C
     first = c.copy()
     launch()
-    assert frobenius_error(c, expected) < TOLERANCE[dtype]
+    assert frobenius_error(c, expected) < REFERENCE_TOLERANCE[dtype]
     once = c.copy()
     for _ in range(3):  # the same inputs give the same bits, whichever block ends last
         c[...] = first
         launch()
         assert bool((c == once).all())
     batched = xgemm.matmul(cupy.stack([a, a]), b, variant=name, SPLITS=4)
-    assert frobenius_error(batched[1], f64(a) @ f64(b)) < TOLERANCE[dtype]
+    assert frobenius_error(batched[1], f64(a) @ f64(b)) < REFERENCE_TOLERANCE[dtype]
 
 
 @pytest.mark.parametrize("name", SPLIT_K)
@@ -326,7 +328,7 @@ def test_split_k_counters_per_stream(rng, name):
     for stream in streams:
         stream.synchronize()
     for out in outs:
-        assert frobenius_error(out, 20 * (f64(a) @ f64(b))) < TOLERANCE[dtype]
+        assert frobenius_error(out, 20 * (f64(a) @ f64(b))) < REFERENCE_TOLERANCE[dtype]
     counters = {id(c): c for launch in launches
                 for c, _, _ in launch.plan.counters.values()}  # (counters, address, partials)
     assert len(counters) == 2 and all(int(c.max()) == 0 for c in counters.values())
@@ -359,7 +361,7 @@ def test_last_round_is_deterministic_and_right(rng, shape, params):
     launch = xgemm.prepare(a, b, name, c=c, alpha=0.5, beta=2.0, bias=bias, **params)
     first = c.copy()
     launch()
-    assert frobenius_error(c, expected) < TOLERANCE[dtype], f"seed {rng.seed}"
+    assert frobenius_error(c, expected) < REFERENCE_TOLERANCE[dtype], f"seed {rng.seed}"
     once = c.copy()
     for _ in range(3):
         c[...] = first
@@ -369,12 +371,12 @@ def test_last_round_is_deterministic_and_right(rng, shape, params):
     assert counters and all(int(x.max()) == 0 for x in counters)
     out = poisoned(m, n, dtype=dtype)
     xgemm.matmul(a, b, variant=name, out=out, **params)
-    assert frobenius_error(out, f64(a) @ f64(b)) < TOLERANCE[dtype], f"seed {rng.seed}"
+    assert frobenius_error(out, f64(a) @ f64(b)) < REFERENCE_TOLERANCE[dtype], f"seed {rng.seed}"
     # a batch of B too (a batch against one B folds into one product): grid z, each
     # product's own partial sums and counters
     a3, b3 = rng.array((3, m, k), dtype), rng.array((3, k, n), dtype)
     batched = xgemm.matmul(a3, b3, variant=name, **params)
-    assert frobenius_error(batched, cupy.matmul(f64(a3), f64(b3))) < TOLERANCE[dtype]
+    assert frobenius_error(batched, cupy.matmul(f64(a3), f64(b3))) < REFERENCE_TOLERANCE[dtype]
 
 
 def test_splitk_refuses_a_huge_workspace():

@@ -1,9 +1,11 @@
 """The package's shape, which a newcomer reads: modules of at most 500 lines, the core's
 functions of at most 60 lines of code (docstrings aside; the tools, ``xgemm/tools/``, are
-not held to it), imports among the core's modules that form no cycle, and no name taken
-from xgemm that is not there."""
+not held to it), imports among the core's modules that form no cycle, no name taken
+from xgemm that is not there, and every module named in README's layout of the
+repository."""
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -133,3 +135,38 @@ def test_every_name_taken_from_xgemm_is_there():
                     missing.append(f"{module}:{node.lineno} "
                                    f"{modules[node.value.id].__name__}.{node.attr}")
     assert not missing, missing
+
+
+def _layout_entries() -> list[tuple[str, str]]:
+    """README.md's "Layout of the repository" block: (path, text) for each entry, an entry
+    being a line that starts with its path and the indented lines under it."""
+    text = (ROOT / "README.md").read_text().split("\n## Layout of the repository\n", 1)[1]
+    block = text.split("```", 2)[1]
+    entries: list[tuple[str, str]] = []
+    for line in block.splitlines()[1:]:  # past the fence's own line
+        if line[:1].strip():
+            entries.append((line.split()[0], line))
+        elif entries:
+            entries[-1] = (entries[-1][0], entries[-1][1] + "\n" + line)
+    return entries
+
+
+def test_readme_layout_names_every_module():
+    """Every module under xgemm/ (``__init__.py`` and ``__main__.py`` aside) is named by
+    its file name in README's layout: in its directory's entry (``xgemm/tools/``'s for
+    ``xgemm/tools/bench.py``), or, for a top-level module, in an entry of a file of
+    xgemm/ (``xgemm/render.py, compile.py``)."""
+    entries = _layout_entries()
+    missing = []
+    for path in sorted((ROOT / "xgemm").rglob("*.py")):
+        if path.name in ("__init__.py", "__main__.py"):
+            continue
+        folder = path.parent.relative_to(ROOT).as_posix() + "/"
+        named = re.compile(rf"(?<![\w.]){re.escape(path.name)}(?!\w)")
+        if folder == "xgemm/":
+            texts = [t for p, t in entries if p.startswith("xgemm/") and not p.endswith("/")]
+        else:
+            texts = [t for p, t in entries if p == folder]
+        if not any(named.search(t) for t in texts):
+            missing.append(path.relative_to(ROOT).as_posix())
+    assert not missing, f"README.md's layout section does not name {missing}"

@@ -217,8 +217,8 @@ def _hopper(q: _Asked) -> Pick | None:
             # few tiles, long K: two blocks a tile, each half of K, so twice as many SMs
             # stream the operands (evidence/wgmma_splitk.txt, x cuBLAS against wgmma's:
             # 64 x 4096 x 4096 0.82 / 0.76, 128 x 4096 x 4096 on 128-row tiles 0.81 /
-            # 0.77, and for fewer rows, which wgmma_rows now takes, 16 x 4096 x 4096 0.84 /
-            # 0.79; with more tiles than half the SMs, 256 x 4096 x 4096, slower; few
+            # 0.77, and for fewer rows (wgmma_rows takes those: above), 16 x 4096 x 4096
+            # 0.84 / 0.79; with more tiles than half the SMs, 256 x 4096 x 4096, slower; few
             # columns not measured)
             return splitk.name, {**splitk.defaults, "BM": bm, "CONSUMERS": bm // 64}
         if min(m, n) <= 64 and precision is None:  # a few rows (columns): one m64

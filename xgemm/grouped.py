@@ -30,19 +30,21 @@ from typing import Any
 
 from . import gpu
 from .api import through_autograd
-from .checks import check_arch, check_device_limits, dtype_name, on_gpu
+from .checks import check_arch, check_device_limits, dtype_name
 from .checks.grouped import (
     FP8,
     TMA_ALIGNMENT,
     GroupedShapes,
     Operand,
     check_grouped,
+    check_grouped_arrays,
     check_grouped_k,
     check_grouped_scales,
     check_out_dtype,
+    grouped_device,
 )
 from .compile import get_kernel
-from .frameworks import framework, pointer, torch_raw_stream
+from .frameworks import pointer, torch_raw_stream
 from .kernel_args import Arguments, geometry, packed, remembered
 from .launch import empty_map, enqueue, tensor_map
 from .registry import Variant, get_variant
@@ -127,17 +129,10 @@ def grouped_product(a: Any, b: Any, offs: Any, params: dict[str, int] | None = N
     autograd: checked, planned once per signature, launched. ``xgemm.torch``'s operator
     runs it."""
     ndims = (len(a.shape), len(b.shape))
-    for name, x in (("a", a), ("b", b), ("offs", offs)):
-        if not on_gpu(x):
-            raise TypeError(f"{name} is not a GPU array: xgemm multiplies CuPy arrays or CUDA "
-                            "PyTorch tensors")
-    kinds = {framework(type(x)) for x in (a, b, offs)}
-    if len(kinds) != 1 or None in kinds:
-        raise TypeError("a, b and offs must all be CuPy arrays or all PyTorch tensors")
-    kind = kinds.pop()
+    kind = check_grouped_arrays(a, b, offs)
     ops = tuple(_operand(x, kind) for x in (a, b, offs))
     scales = tuple(None if x is None else _operand(x, kind) for x in (scale_a, scale_b))
-    device = _device(a, b, offs, kind)
+    device = grouped_device(a, b, offs, kind)
     plan = _plan(*ops, *scales, ndims == (2, 2), out_dtype, device,
                  tuple(sorted((params or {}).items())))
     return _run(plan, a, b, offs, kind, scale_a, scale_b)
@@ -151,15 +146,6 @@ def _operand(x: Any, kind: str) -> Operand:
         strides = tuple(x.strides)
     # the address past a 16-byte boundary: all a plan depends on (TMA's alignment)
     return Operand(tuple(x.shape), strides, dtype_name(x.dtype), pointer(x) % TMA_ALIGNMENT)
-
-
-def _device(a: Any, b: Any, offs: Any, kind: str) -> int:
-    """The GPU all three lie on; ValueError where they differ."""
-    ids = {(x.device.index if kind == "torch" else x.device.id) for x in (a, b, offs)}
-    if len(ids) != 1:
-        raise ValueError(f"a, b and offs lie on different GPUs ({sorted(ids)}): move them "
-                         "onto one")
-    return ids.pop()
 
 
 @functools.lru_cache(maxsize=512)
@@ -252,15 +238,20 @@ def _run(plan: GroupedPlan, a: Any, b: Any, offs: Any, kind: str, scale_a: Any =
 
 def _arguments(plan: GroupedPlan, ptrs: tuple[int, ...]) -> Arguments:
     """The kernel's arguments at A's, B's, C's and the ends' addresses (and the FP8
-    scales' after them): the plan's sizes, and the operands' tensor maps."""
+    scales' after them): the plan's sizes, then the variant's extra arguments by name
+    (``Variant.extra_args``): the operands' tensor maps, the scales, the ends and the
+    groups' count."""
     s = plan.shapes
     ptr_a, ptr_b, ptr_c, ptr_ends, *scales = ptrs
-    maps = (_map(plan, "a", ptr_a, s.a.col, s.m, s.k, s.a.ld),
-            _map(plan, "b", ptr_b, s.b.col, s.k, s.n, s.b.ld, s.groups if not s.along_k else 1,
-                 s.b.batch_stride),
-            _map(plan, "c", ptr_c, False, s.m, s.n, s.n, s.groups, s.m * s.n)
-            # (C by TMA stores: along K, in the inputs' dtype; else the kernel stores it)
-            if s.along_k and s.out_dtype is None and plan.variant.tma_box("c", plan.params)
-            else empty_map())
-    return Arguments([ptr_a, ptr_b, ptr_c, *plan.sizes[:9], 0, *plan.sizes[9:11], *maps,
-                      *scales, ptr_ends, plan.sizes[11]])
+    extras = {
+        "tensor_map_a": _map(plan, "a", ptr_a, s.a.col, s.m, s.k, s.a.ld),
+        "tensor_map_b": _map(plan, "b", ptr_b, s.b.col, s.k, s.n, s.b.ld,
+                             s.groups if not s.along_k else 1, s.b.batch_stride),
+        # C by TMA stores: along K, in the inputs' dtype; else the kernel stores it
+        "tensor_map_c": _map(plan, "c", ptr_c, False, s.m, s.n, s.n, s.groups, s.m * s.n)
+        if s.along_k and s.out_dtype is None and plan.variant.tma_box("c", plan.params)
+        else empty_map(),
+        **dict(zip(("scale_a", "scale_b"), scales, strict=False)),
+        "group_ends": ptr_ends, "groups": plan.sizes[11]}
+    return Arguments([ptr_a, ptr_b, ptr_c, *plan.sizes[:9], 0, *plan.sizes[9:11],
+                      *(extras[name] for name in plan.variant.extra_args)])

@@ -117,19 +117,45 @@ EXTRA_ARGS = ("tensor_map_a", "tensor_map_b", "tensor_map_c", "partials", "arriv
               "groups")
 
 
-class Source(enum.IntEnum):
-    """Where an extra argument's address comes from: its place in the tuple of a call's
-    addresses that ``xgemm.launch`` builds (A, B, C, then split-K's workspace, then an
-    8-bit product's scales). ``NONE``: an empty tensor map, for a kernel that reads none."""
+class Addresses(NamedTuple):
+    """A call's device addresses, which its kernel arguments start from: A's, B's and C's
+    (as the kernel reads and writes them: the operands' copies where the plan makes
+    some), split-K's (or rung 25's) partial sums and arrival counters, an 8-bit
+    product's scales; 0 where the call has none. ``xgemm.launch`` makes one per call.
 
-    A = 0
-    B = 1
-    C = 2
-    PARTIALS = 3
-    ARRIVALS = 4
-    SCALE_A = 5
-    SCALE_B = 6
-    NONE = -1
+    >>> Addresses(a=0x1000, b=0x2000, c=0x3000).scale_a
+    0
+    """
+
+    a: int
+    b: int
+    c: int
+    partials: int = 0
+    arrivals: int = 0
+    scale_a: int = 0
+    scale_b: int = 0
+
+
+class Source(enum.Enum):
+    """Which of a call's :class:`Addresses` an extra argument starts from: the value is
+    the field's name. ``NONE``: an empty tensor map, for a kernel that reads none."""
+
+    A = "a"
+    B = "b"
+    C = "c"
+    PARTIALS = "partials"
+    ARRIVALS = "arrivals"
+    SCALE_A = "scale_a"
+    SCALE_B = "scale_b"
+    NONE = None
+
+    def address(self, addresses: Addresses) -> int:
+        """Where this source lies in a call.
+
+        >>> Source.PARTIALS.address(Addresses(1, 2, 3, partials=4))
+        4
+        """
+        return getattr(addresses, self.value)
 
 
 class ExtraArg(NamedTuple):

@@ -23,7 +23,16 @@ from typing import Any
 import numpy as np
 
 from .frameworks import external_stream, pointer, to_cupy, torch_raw_stream
-from .kernel_args import Arguments, ByValue, ExtraArg, Source, geometry, packed, remembered
+from .kernel_args import (
+    Addresses,
+    Arguments,
+    ByValue,
+    ExtraArg,
+    Source,
+    geometry,
+    packed,
+    remembered,
+)
 from .operands import ready_operand, tma_padded
 from .tma import INVALID_CONTEXT
 
@@ -322,14 +331,11 @@ def _enqueued(plan: Any, a: Any, b: Any, target: Any, bias: Any, alpha: float, b
     if not plan.chunks:
         return result
     ptr_bias = 0 if bias is None else _bias_pointer(plan, bias, keep)
-    # The call's addresses, indexed by kernel_args.Source: A, B, C, then split-K's (or rung
-    # 25's) partial sums and their counters, then an 8-bit product's scales (null: none)
-    ptrs = (ptr_a, ptr_b, ptr_c)
-    if plan.partials_bytes:
-        ptrs += _split_k(plan, stream_ptr, keep)
-    if plan.scaled:
-        ptrs += (0, 0)[:Source.SCALE_A - len(ptrs)] + tuple(
-            0 if x is None else pointer(x) for x in (scale_a, scale_b))
+    # The call's addresses, by name (kernel_args.Source says which an extra reads)
+    partials, arrivals = _split_k(plan, stream_ptr, keep) if plan.partials_bytes else (0, 0)
+    scales = (0 if x is None else pointer(x) for x in (scale_a, scale_b)) if plan.scaled \
+        else (0, 0)
+    ptrs = Addresses(ptr_a, ptr_b, ptr_c, partials, arrivals, *scales)
     # The arguments of a recent call that had these addresses and scalars are these too:
     # a loop over the same arrays builds them once, and so does one whose output and
     # copies trade the memory pool's blocks from call to call.
@@ -390,7 +396,7 @@ def _bias_pointer(plan: Any, bias: Any, keep: list) -> int:
     return pointer(bias)
 
 
-def _launches(plan: Any, ptrs: tuple[int, ...], ptr_bias: int, alpha: float, beta: float
+def _launches(plan: Any, ptrs: Addresses, ptr_bias: int, alpha: float, beta: float
               ) -> tuple[tuple[tuple, Arguments], ...]:
     """Each launch's geometry (:func:`geometry`) and kernel arguments: A, B, C, the plan's
     sizes, bias, alpha, beta, and the variant's extras (``Variant.extra_args``)."""
@@ -401,23 +407,22 @@ def _launches(plan: Any, ptrs: tuple[int, ...], ptr_bias: int, alpha: float, bet
     function = plan.function()
     launches = []
     for chunk in plan.chunks:
-        args = [ptrs[0] + chunk.offsets[0], ptrs[1] + chunk.offsets[1],
-                ptrs[2] + chunk.offsets[2], *plan.sizes, ptr_bias, *scalars]
+        args = [ptrs.a + chunk.offsets[0], ptrs.b + chunk.offsets[1],
+                ptrs.c + chunk.offsets[2], *plan.sizes, ptr_bias, *scalars]
         args += [_extra(ptrs, arg) for arg in chunk.extra]
         launches.append((geometry(function, chunk.grid, plan.block, plan.shared_mem),
                          Arguments(args)))
     return tuple(launches)
 
 
-def _extra(ptrs: tuple[int, ...], arg: ExtraArg) -> int | ByValue:
+def _extra(ptrs: Addresses, arg: ExtraArg) -> int | ByValue:
     """One of a variant's extra arguments (``Variant.extra_args``), as its plan says: a
     pointer (a workspace, a scale vector), or a tensor map of A, B or C (an empty one
-    where the kernel reads none)."""
+    where the kernel reads none). The one place an extra becomes an address."""
     if arg.source is Source.NONE:
         return empty_map()
-    if arg.geometry is None:
-        return ptrs[arg.source] + arg.offset
-    return tensor_map(ptrs[arg.source] + arg.offset, *arg.geometry)
+    address = arg.source.address(ptrs) + arg.offset
+    return address if arg.geometry is None else tensor_map(address, *arg.geometry)
 
 
 def _padded(plan: Any, ptr_a: int, ptr_b: int, itemsize: int, keep: list, stream_ptr: int

@@ -21,6 +21,7 @@ from .checks import (
     Layout,
     Shapes,
     check_device_limits,
+    check_layout_read,
     dtype_name,
     extent,
     layout_of,
@@ -55,12 +56,7 @@ def ready_operand(x: cupy.ndarray, full_shape: tuple[int, ...], layouts: tuple[s
         return full, found, False
     readable = layout_of(full.shape, full.strides, full.itemsize)
     if readable is not None and not relayout:
-        have = "column" if readable.col else "row"
-        raise ValueError(
-            f"variant {variant!r} reads {name} {' or '.join(layouts)}-major only, and {name} is "
-            f"{have}-major; name a variant that reads both (e.g. 'tiled'), or pass {name} "
-            "in the layout this one reads"
-        )
+        check_layout_read(variant, name, layouts, readable.col)
 
     def contiguous(y):  # in the variant's first layout, each matrix of the batch whole
         if layouts[0] == "row":

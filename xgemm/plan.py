@@ -34,6 +34,7 @@ from .checks import (
     check_device_limits,
     check_factor,
     check_operands,
+    check_params_named,
     check_precision,
     check_precision_for,
     check_scalar,
@@ -51,8 +52,7 @@ from .checks import (
 from .compile import get_kernel
 from .expressions import MAX_GRID, cdiv
 from .frameworks import framework, pointer, to_cupy
-from .kernel_args import ExtraArg, Source
-from .launch import packed
+from .kernel_args import ExtraArg, Source, packed
 from .operands import (
     OperandPlan,
     PadLaunch,
@@ -273,12 +273,8 @@ def build(a: Any, b: Any, variant: str, target: Any, target_name: str, bias: Any
 
 def _named(variant: str, params: dict[str, int]) -> Variant | None:
     """The variant named (None for ``auto`` and ``tune``, which take no parameters)."""
+    check_params_named(variant, params)
     if variant in (AUTO, TUNE):
-        if params:
-            raise ValueError(
-                f"variant={variant!r} picks its own parameters, so {sorted(params)} cannot be "
-                "given; name a variant to set them (xgemm.variants() lists the names)"
-            )
         return None
     return get_variant(variant)
 
@@ -435,12 +431,11 @@ def _extra_arg(arg: str, v: Variant, p: dict[str, int], shapes: Shapes, arrays: 
     (``xgemm.launch`` turns it into a pointer or a tensor map).
     ``workspace_bytes``: split-K's partials and counters per product; ``small``: bytes
     from A's and B's big TF32 parts to their small parts (the maps of those)."""
-    if arg == "partials":
-        return ExtraArg(Source.PARTIALS, first * workspace_bytes[0], None)
-    if arg == "arrivals":
-        return ExtraArg(Source.ARRIVALS, first * workspace_bytes[1], None)
+    if arg in ("partials", "arrivals"):  # the chunk's share of the workspace
+        bytes_per_product = workspace_bytes[arg == "arrivals"]
+        return ExtraArg(Source(arg), first * bytes_per_product, None)
     if arg in ("scale_a", "scale_b"):  # shared by the whole batch
-        return ExtraArg(Source.SCALE_A if arg == "scale_a" else Source.SCALE_B, 0, None)
+        return ExtraArg(Source(arg), 0, None)
     operand = arg.removeprefix("tensor_map_").removesuffix("_small")
     index = "abc".index(operand)
     box = v.tma_box(operand, p)
@@ -454,6 +449,6 @@ def _extra_arg(arg: str, v: Variant, p: dict[str, int], shapes: Shapes, arrays: 
     batched = layout.batch_stride != 0
     stride = layout.batch_stride if batched else layout.ld * outer
     past = small[index] if arg.endswith("_small") else 0  # the small parts' map
-    return ExtraArg(Source(index), offsets[index] + past, (
+    return ExtraArg(Source(operand), offsets[index] + past, (
         x.dtype.name, (inner, outer, count if batched else 1),
         (layout.ld * item, stride * item), (row, box if k_contiguous else row, 1)))

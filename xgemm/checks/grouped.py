@@ -8,9 +8,11 @@ outside the arrays (docs/semantics.md).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
+from ..frameworks import framework
 from ..specs import DTYPES, UNROUNDED_OUTPUT
-from .arguments import INT_MAX, Layout, layout_of
+from .arguments import INT_MAX, Layout, layout_of, on_gpu
 
 #: The dtypes the grouped rungs multiply: wgmma's 16-bit kinds, and FP8 groups of rows.
 SIXTEEN_BIT = ("float16", "bfloat16")
@@ -55,6 +57,35 @@ class GroupedShapes:
     @property
     def itemsize(self) -> int:
         return DTYPES[self.dtype].itemsize
+
+
+def check_grouped_arrays(a: Any, b: Any, offs: Any) -> str:
+    """The framework all three arrays belong to ("cupy" or "torch"); TypeError where one
+    is not a GPU array or they mix frameworks.
+
+    >>> check_grouped_arrays([1.0], [2.0], [3])
+    Traceback (most recent call last):
+    ...
+    TypeError: a is not a GPU array: xgemm multiplies CuPy arrays or CUDA PyTorch tensors
+    """
+    for name, x in (("a", a), ("b", b), ("offs", offs)):
+        if not on_gpu(x):
+            raise TypeError(f"{name} is not a GPU array: xgemm multiplies CuPy arrays or CUDA "
+                            "PyTorch tensors")
+    kinds = {framework(type(x)) for x in (a, b, offs)}
+    if len(kinds) != 1 or None in kinds:
+        raise TypeError("a, b and offs must all be CuPy arrays or all PyTorch tensors")
+    return kinds.pop()
+
+
+def grouped_device(a: Any, b: Any, offs: Any, kind: str) -> int:
+    """The GPU all three arrays of framework ``kind`` lie on; ValueError where they
+    differ."""
+    ids = {(x.device.index if kind == "torch" else x.device.id) for x in (a, b, offs)}
+    if len(ids) != 1:
+        raise ValueError(f"a, b and offs lie on different GPUs ({sorted(ids)}): move them "
+                         "onto one")
+    return ids.pop()
 
 
 def _check_kinds(a: Operand, b: Operand, ends: Operand, dtypes: tuple[str, ...]) -> None:

@@ -1,4 +1,4 @@
-"""Rungs 18-28 and 31: 8-bit operands, and the regimes the large squares leave out: few
+"""Rungs 18-28 and 31-33: 8-bit operands, and the regimes the large squares leave out: few
 rows or columns, tiny K, rows TMA cannot read, a ragged last round, C staged in shared
 memory, short K (two consumers taking turns); float32's accuracy on the TF32 tensor cores.
 """
@@ -408,9 +408,8 @@ register(Variant(
 
 # Rung 33: rung 31 on parts a pre-pass split once (kernels/copy/split_tf32.cu.j2), each
 # where the operand's value lies: the copy engine lands four tiles a slot and no warp
-# splits. With rung 31's split left out, its loop ran 2.5x SGEMM at 4096^3 and 8192^3, and
-# 2.4x / 2.1x loading four tiles a slot (stop 63's notes); the pre-pass adds about 0.17 /
-# 0.64 ms there. Not yet run: auto takes rung 31.
+# splits. 2.1-2.3x SGEMM at 4096^3 and 8192^3, pre-pass included (docs/ladder.md); auto
+# takes it for precision="tf32x3" where it pays (choice.TF32X3_MIN_SIDE, TF32X3_MIN_K).
 register(Variant(
     name="wgmma_tf32x3_parts",
     adds="rung 31 on TF32 parts a pre-pass writes once: four tiles a slot by TMA, no warp"

@@ -17,7 +17,7 @@ from ..timing import time_launches
 from .bench import relative_error
 from .tolerances import TOLERANCE
 
-#: Each family's default cases: the issue's targets (8192^2 float32 for transpose,
+#: Each family's default cases: the lectures' sizes (8192^2 float32 for transpose,
 #: reverse and the stencil, 2^28 elements for sum), plus odd sizes.
 DEFAULT_SHAPES = {
     "transpose": [(8192, 8192), (4095, 8191)],

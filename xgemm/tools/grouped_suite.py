@@ -22,8 +22,9 @@ from typing import Any
 
 from . import markdown
 
-# (name, groups, rows, K, N): the three, Mixtral-8x7B's up-projection (4096 tokens,
-# two experts each) and a DeepSeek-V3-like layer (256 experts, 4096 tokens, eight each)
+# (name, groups, rows, K, N): many experts of few tokens (three sizes), Mixtral-8x7B's
+# up-projection (4096 tokens, two experts each) and a DeepSeek-V3-like layer (256 experts,
+# 4096 tokens, eight each)
 CASES = [("8 x 4096 x 2048 -> 768", 8, 4096, 2048, 768),
          ("64 x 8192 x 2048 -> 1408", 64, 8192, 2048, 1408),
          ("128 x 16384 x 4096 -> 1536", 128, 16384, 4096, 1536),

@@ -71,10 +71,11 @@ CASES: dict[str, list[Case]] = {
     "float64": _squares(4096, 8192),
     "float16": _SIXTEEN_BIT,
     "bfloat16": _SIXTEEN_BIT,
-    # the FP32 issue's nine shapes (8192 x 64 x 8192 with B transposed: a skinny N)
+    # squares, a mid-sized product, and float32's hard cases: a skinny N (8192 x 64 x 8192,
+    # B transposed), a tiny K, and a long K over one tile
     "float32": [*_squares(1024, 2048, 4096, 8192, 4095), Case(3000, 2000, 1000),
                 Case(8192, 64, 8192, layout="NT"), Case(64, 4096, 64), Case(128, 128, 65536)],
-    # the issue's squares, an LLM layer, mixed formats and the per-row / column scales of
+    # squares, an LLM layer, mixed formats and the per-row / column scales of
     # quantised inference
     "float8": [*_squares(4096, 8192, layout="NT"), Case(4096, 11008, 4096, layout="NT"),
                Case(8192, 8192, 8192, layout="NT", b_format="float8_e5m2"),
