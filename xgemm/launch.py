@@ -331,16 +331,18 @@ def _enqueued(plan: Any, a: Any, b: Any, target: Any, bias: Any, alpha: float, b
     if not plan.chunks:
         return result
     ptr_bias = 0 if bias is None else _bias_pointer(plan, bias, keep)
-    # The call's addresses, by name (kernel_args.Source says which an extra reads)
-    partials, arrivals = _split_k(plan, stream_ptr, keep) if plan.partials_bytes else (0, 0)
-    scales = (0 if x is None else pointer(x) for x in (scale_a, scale_b)) if plan.scaled \
-        else (0, 0)
-    ptrs = Addresses(ptr_a, ptr_b, ptr_c, partials, arrivals, *scales)
+    # The call's addresses in kernel_args.Addresses' order (A, B, C, split-K's workspace,
+    # the scales), named where its launches are built: a plain tuple per call is cheaper
+    ptrs = (ptr_a, ptr_b, ptr_c)
+    if plan.partials_bytes or plan.scaled:
+        ptrs += _split_k(plan, stream_ptr, keep) if plan.partials_bytes else (0, 0)
+        if plan.scaled:
+            ptrs += tuple(0 if x is None else pointer(x) for x in (scale_a, scale_b))
     # The arguments of a recent call that had these addresses and scalars are these too:
     # a loop over the same arrays builds them once, and so does one whose output and
     # copies trade the memory pool's blocks from call to call.
     launches = remembered(plan.recent_args, (ptrs, ptr_bias, alpha, beta),
-                           lambda: _launches(plan, ptrs, ptr_bias, alpha, beta))
+                           lambda: _launches(plan, Addresses(*ptrs), ptr_bias, alpha, beta))
     for launch, args in launches:
         enqueue(launch, args, stream_ptr)
     if staging is not None:
