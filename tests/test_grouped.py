@@ -90,11 +90,15 @@ def test_fp8_grouped_checks():
             contiguous((96, 64)), contiguous((4, 64, 32)), ends))
 
 
-def test_grouped_refuses_a_bias_and_other_out_dtypes():
+def test_grouped_refuses_a_bias_scales_without_offs_and_other_out_dtypes():
     from xgemm.checks.grouped import check_out_dtype
 
     with pytest.raises(ValueError, match="no bias yet: add it to the result"):
         xgemm.grouped_matmul(object(), object(), object(), bias=object())
+    # without offs, scales are refused, not dropped (the batched product takes none)
+    three_d = type("ThreeD", (), {"shape": (2, 8, 8)})()
+    with pytest.raises(ValueError, match="scales are applied to groups given by offs"):
+        xgemm.grouped_matmul(three_d, three_d, scale_b=object())
     with pytest.raises(ValueError, match="as bfloat16 or float32 .*, not float16"):
         check_out_dtype("float16", "bfloat16")
 

@@ -315,7 +315,8 @@ def _three_tf32(q: _Asked) -> Pick | None:
     (bench/results/h100/evidence/tf32x3_rule.txt)."""
     parts = get_variant("wgmma_tf32x3_parts")
     if (q.precision == "tf32x3" and q.dtype in parts.dtypes and parts.runs_on(q.cc)
-            and q.tiles(128, 128) >= q.sms and min(q.m, q.n) >= TF32X3_MIN_SIDE
+            and q.tiles(parts.defaults["BM"], parts.defaults["BN"]) >= q.sms
+            and min(q.m, q.n) >= TF32X3_MIN_SIDE
             and q.k >= TF32X3_MIN_K):
         return parts.name, dict(parts.defaults)
     return None

@@ -108,6 +108,10 @@ def grouped_matmul(a: Any, b: Any, offs: Any = None, *, scale_a: Any = None,
         if params:
             raise ValueError("params are the grouped rungs'; without offs the product is "
                              "xgemm.matmul's batched one: call it with its own parameters")
+        if scale_a is not None or scale_b is not None:
+            raise ValueError("scales are applied to groups given by offs; without offs the "
+                             "product is xgemm.matmul's batched one: pass offs (each group's "
+                             "end), or scale the result")
         from .api import matmul
 
         return matmul(a, b, out_dtype=dtype_name(out_dtype))

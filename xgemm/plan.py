@@ -431,9 +431,10 @@ def _extra_arg(arg: str, v: Variant, p: dict[str, int], shapes: Shapes, arrays: 
     (``xgemm.launch`` turns it into a pointer or a tensor map).
     ``workspace_bytes``: split-K's partials and counters per product; ``small``: bytes
     from A's and B's big TF32 parts to their small parts (the maps of those)."""
-    if arg in ("partials", "arrivals"):  # the chunk's share of the workspace
-        bytes_per_product = workspace_bytes[arg == "arrivals"]
-        return ExtraArg(Source(arg), first * bytes_per_product, None)
+    if arg == "partials":  # the chunk's share of the workspace
+        return ExtraArg(Source.PARTIALS, first * workspace_bytes[0], None)
+    if arg == "arrivals":
+        return ExtraArg(Source.ARRIVALS, first * workspace_bytes[1], None)
     if arg in ("scale_a", "scale_b"):  # shared by the whole batch
         return ExtraArg(Source(arg), 0, None)
     operand = arg.removeprefix("tensor_map_").removesuffix("_small")

@@ -11,16 +11,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..frameworks import framework
-from ..specs import DTYPES, UNROUNDED_OUTPUT
-from .arguments import INT_MAX, Layout, layout_of, on_gpu
+from ..specs import DTYPES, EIGHT_BIT_OUTPUTS, SIXTEEN_BIT, UNROUNDED_OUTPUT
+from ..tma import ALIGNMENT as TMA_ALIGNMENT  # rows and matrices start on 16 bytes
+from .arguments import FP8_FORMATS, INT_MAX, Layout, layout_of, on_gpu
 
-#: The dtypes the grouped rungs multiply: wgmma's 16-bit kinds, and FP8 groups of rows.
-SIXTEEN_BIT = ("float16", "bfloat16")
-FP8 = ("float8_e4m3fn", "float8_e5m2")
-#: What an FP8 grouped product may be stored as, its default first.
-FP8_OUTPUTS = ("bfloat16", "float16", "float32")
-#: TMA reads rows (and matrices) that start on 16-byte boundaries.
-TMA_ALIGNMENT = 16
+#: The FP8 dtypes of groups of rows (the 16-bit ones: specs.SIXTEEN_BIT).
+FP8 = FP8_FORMATS
+#: What an FP8 grouped product may be stored as, its default first (an FP8 product's).
+FP8_OUTPUTS = EIGHT_BIT_OUTPUTS["float8_e4m3fn"]
 
 
 @dataclass(frozen=True)
