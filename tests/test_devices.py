@@ -207,7 +207,7 @@ def test_arrays_on_two_gpus_are_refused_before_anything_runs(monkeypatch):
         raise AssertionError("compiled or launched before the devices were checked")
 
     monkeypatch.setattr("xgemm.plan.get_kernel", refuse)
-    monkeypatch.setattr("xgemm.memory_bound.get_kernel", refuse)
+    monkeypatch.setattr("xgemm.memory_bound.planning.get_kernel", refuse)
     a0, b0, b1 = on(0, (64, 32)), on(0, (32, 48)), on(1, (32, 48))
     out1, bias1, c1 = on(1, (64, 48)), on(1, (48,)), on(1, (64, 48))
     torch = pytest.importorskip("torch")

@@ -1,8 +1,8 @@
 """The package's shape, which a newcomer reads: modules of at most 500 lines, the core's
 functions of at most 60 lines of code (docstrings aside; the tools, ``xgemm/tools/``, are
 not held to it), imports among the core's modules that form no cycle, no name taken
-from xgemm that is not there, and every module named in README's layout of the
-repository."""
+from xgemm that is not there, every module named in README's layout of the
+repository, and every package shipped by pyproject.toml."""
 
 import ast
 import re
@@ -170,3 +170,14 @@ def test_readme_layout_names_every_module():
         if not any(named.search(t) for t in texts):
             missing.append(path.relative_to(ROOT).as_posix())
     assert not missing, f"README.md's layout section does not name {missing}"
+
+
+def test_pyproject_ships_every_package():
+    """An installed (not editable) xgemm has every package under xgemm/: setuptools
+    ships only those pyproject.toml names."""
+    import tomllib
+
+    listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+                 ["packages"])
+    found = {_name(p) for p in (ROOT / "xgemm").rglob("__init__.py")}
+    assert found <= listed, f"pyproject.toml's packages lack {sorted(found - listed)}"

@@ -28,10 +28,10 @@ from .checks import (
     overlaps,
 )
 from .compile import PAD_THREADS, PAD_UNROLL, SPLIT_THREADS, get_kernel, pad_kernel, split_kernel
-from .declarations.memory_bound import FAMILY_DEFAULTS
 from .expressions import cdiv
 from .frameworks import pointer
 from .kernel_args import geometry, packed
+from .memory_bound.declarations import FAMILY_DEFAULTS
 from .registry import Variant, get_variant
 from .specs import DTYPES, Spec, numpy_dtype
 from .tma import ALIGNMENT as TMA_ALIGNMENT

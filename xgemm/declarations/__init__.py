@@ -2,9 +2,9 @@
 
 Adding a variant means a template under ``kernels/gemm/`` and one ``register(Variant(...))``
 in the module of its part of the ladder (``cuda_cores``: rungs 1-10, ``tensor_cores``:
-11-17, ``regimes``: 18 on, ``memory_bound``: the other families, ``grouped``: the grouped
-product); the tests, the compile
-check and the benchmark walk the registry and pick it up.
+11-17, ``regimes``: 18 on, ``grouped``: the grouped product; the memory-bound families'
+are ``xgemm/memory_bound/declarations.py``, registered here in turn); the tests, the
+compile check and the benchmark walk the registry and pick it up.
 Expressions are Python over the template's own parameter names, plus ``THREADS`` (threads
 per block) and ``BYTES`` (the size of one element of the dtype) in constraints and shared
 memory, and ``M``, ``N`` (the output's shape), ``SMS`` (the GPU's multiprocessors) and
@@ -36,5 +36,5 @@ multicast (within 1%), C stored one value at a time.
 from . import cuda_cores  # noqa: F401, I001
 from . import tensor_cores  # noqa: F401
 from . import regimes  # noqa: F401
-from . import memory_bound  # noqa: F401
+from ..memory_bound import declarations as memory_bound  # noqa: F401
 from . import grouped  # noqa: F401

@@ -1,15 +1,15 @@
-"""The memory-bound families (``xgemm.memory_bound``): transpose, reverse, sum and
-stencil, the lectures' other shared-memory kernels.
+"""The memory-bound families' variants, one declaration each (transpose, reverse, sum and
+stencil, the lectures' other shared-memory kernels), registered with the GEMM ladder's
+when ``xgemm.declarations`` is imported.
 """
 
 from __future__ import annotations
 
 from ..registry import Variant, register
 
-# -- The memory-bound families (xgemm.memory_bound): the lectures' other shared-memory kernels. --
 # Their yardstick is the device's copy bandwidth. Expressions use M and N for the rows and
 # columns of the input (a 1-D input of reverse: N; sum: N elements in each of M segments).
-# Their defaults were reasoned before any GPU run; memory_bound.DEFAULTS picks each family's
+# Their defaults were reasoned before any GPU run; FAMILY_DEFAULTS picks each family's
 # variant from the H100 measurements (bench/results/h100/evidence/bandwidth_*.json).
 
 #: Each memory-bound family's variant when none is named: the fastest measured on the
