@@ -17,7 +17,7 @@ from .checks import AUTO, TUNE, Scales, check_factor, check_scalar, parse_activa
 from .launch import run
 from .plan import PLANS, Plan, build
 from .registry import get_variant
-from .signature import call_key
+from .signature import Call, call_key
 from .specs import Spec
 
 #: The variant ``matmul`` uses when none is named: "auto", the tuned or ruled choice.
@@ -40,27 +40,24 @@ def _planned(a: Any, b: Any, variant: str, target: Any, target_name: str, bias: 
         if scales is not None or alpha != 1.0:  # what the key does not hold
             check_factor(plan.spec.dtype, plan.spec.c_dtype, alpha, scales)
         return plan, (a, b, target, bias, *((scales.a, scales.b) if scales else (None, None)))
-    return _new_plan(key, a, b, variant, target, target_name, bias, activation, precision,
-                     out_dtype, alpha, beta, params, formats, scales)
+    return _new_plan(key, a, b, Call(variant, target, target_name, bias, activation,
+                                     precision, out_dtype, alpha, beta, params, formats,
+                                     scales))
 
 
-def _new_plan(key: tuple | None, a: Any, b: Any, variant: str, target: Any, target_name: str,
-              bias: Any, activation: str | None, precision: str | None,
-              out_dtype: str | None, alpha: float, beta: float, params: dict[str, int],
-              formats: Any = None, scales: Scales | None = None) -> tuple[Plan, tuple]:
+def _new_plan(key: tuple | None, a: Any, b: Any, call: Call) -> tuple[Plan, tuple]:
     """:func:`_planned` for a call whose signature ``key`` found no plan: check and plan
     it, and remember the plan."""
-    if variant == TUNE or (variant == AUTO and autotune.enabled()):
-        plan, arrays = autotune.build_tuned(a, b, target, target_name, bias, activation,
-                                            precision, out_dtype, alpha, beta, params,
-                                            formats, scales)
+    if call.variant == TUNE or (call.variant == AUTO and autotune.enabled()):
+        plan, arrays = autotune.build_tuned(a, b, call)
     else:
-        plan, arrays = build(a, b, variant, target, target_name, bias, activation, precision,
-                             out_dtype, alpha, beta, params, formats, scales)
+        plan, arrays = build(a, b, call)
     if key is None:  # an array of neither framework, now converted to CuPy
+        scales = call.scales
         converted = Scales(scales.factor, *arrays[4:]) if scales else None
-        key = call_key(*arrays[:3], target_name, arrays[3], variant, params, activation,
-                       precision, out_dtype, plan.read_c, formats, converted)
+        key = call_key(*arrays[:3], call.target_name, arrays[3], call.variant, call.params,
+                       call.activation, call.precision, call.out_dtype, plan.read_c,
+                       call.formats, converted)
     if key is not None:
         PLANS.put(key, plan)
     return plan, arrays
@@ -278,9 +275,9 @@ def product(a: Any, b: Any, variant: str = DEFAULT_VARIANT, out: Any = None,
                        out_dtype, False)  # and a launch, in as few frames as they take
         plan = PLANS.get(key) if key is not None else None
         if plan is None:
-            plan, (a, b, out, bias, _, _) = _new_plan(key, a, b, variant, out, "out", bias,
-                                                      activation, precision, out_dtype,
-                                                      1.0, 0.0, params)
+            plan, (a, b, out, bias, _, _) = _new_plan(
+                key, a, b, Call(variant, out, "out", bias, activation, precision, out_dtype,
+                                params=params))
         return run(plan, a, b, out, bias, 1.0, 0.0)
     scales = _scales(scale_a, scale_b, formats)
     plan, (a, b, out, bias, sa, sb) = _planned(a, b, variant, out, "out", bias, activation,

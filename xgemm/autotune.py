@@ -25,6 +25,7 @@ Example:
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import statistics
 import warnings
@@ -32,10 +33,11 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from . import gpu, tunefile
-from .checks import AUTO, TUNE, Scales
+from .checks import AUTO, TUNE
 from .frameworks import external_stream
 from .launch import run, stream_pointer
 from .plan import Plan, build
+from .signature import Call
 from .timing import time_launches
 
 #: The environment variable that turns autotuning on for every ``auto`` call ("1").
@@ -54,23 +56,24 @@ def enabled() -> bool:
     return os.environ.get(ENV, "") not in ("", "0")
 
 
-def build_tuned(a: Any, b: Any, target: Any, target_name: str, bias: Any,
-                activation: str | None, precision: str | None, out_dtype: str | None,
-                alpha: float, beta: float, params: dict[str, int], formats: Any = None,
-                scales: Scales | None = None) -> tuple[Plan, tuple]:
+def build_tuned(a: Any, b: Any, call: Call) -> tuple[Plan, tuple]:
     """``xgemm.plan.build`` for ``auto`` with the choice timed: where the tuning file does
     not hold this shape, auto's contenders are timed on these operands, the fastest is
     stored, and the call's plan runs it. Every check happens first, as for any call
-    (``params`` are refused, as for auto)."""
-    plan, arrays = build(a, b, TUNE, target, target_name, bias, activation, precision,
-                         out_dtype, alpha, beta, params, formats, scales,
+    (``params`` are refused, as for auto).
+
+    >>> import cupy as cp  # doctest: +SKIP
+    >>> a = cp.random.standard_normal((3000, 700), dtype=cp.float32)  # doctest: +SKIP
+    >>> plan, arrays = build_tuned(a, a.T, Call("tune"))  # doctest: +SKIP
+    """
+    plan, arrays = build(a, b, dataclasses.replace(call, variant=TUNE),
                          contenders=CONTENDERS)
     if len(plan.contenders) < 2:
         return plan, arrays
     import cupy
 
     with cupy.cuda.Device(plan.device):
-        timed = _time(plan, arrays, bias, activation, precision, formats, scales)
+        timed = _time(plan, arrays, call)
     if not timed:
         return plan, arrays
     ms, best = min(timed, key=lambda x: x[0])
@@ -79,21 +82,19 @@ def build_tuned(a: Any, b: Any, target: Any, target_name: str, bias: Any,
                                 shapes.n, shapes.k, best.variant.name, best.params, ms)
     if (best.variant, best.params) == (plan.variant, plan.params):
         return plan, arrays
-    return build(a, b, AUTO, target, target_name, bias, activation, precision, out_dtype,
-                 alpha, beta, {}, formats, scales, choice=(best.variant, best.params))
+    return build(a, b, dataclasses.replace(call, variant=AUTO, params={}),
+                 choice=(best.variant, best.params))
 
 
-def _time(plan: Plan, arrays: tuple, bias: Any, activation: str | None,
-          precision: str | None, formats: Any, scales: Scales | None
-          ) -> list[tuple[float, Plan]]:
+def _time(plan: Plan, arrays: tuple, call: Call) -> list[tuple[float, Plan]]:
     """(median ms, plan) of each contender of ``plan`` that compiles, each planned as auto
     plans it with an output of its own (so the call's output is written once, by the
     winner) and timed on the call's operands. The GPU is synchronised here."""
     a, b = arrays[0], arrays[1]
-    out_dtype = plan.spec.out_dtype
-    plans = [build(a, b, AUTO, None, "out", bias, activation, precision, out_dtype,
-                   1.0, 0.0, {}, formats, scales, choice=choice)[0]
-             for choice in plan.contenders]
+    own_output = dataclasses.replace(call, variant=AUTO, target=None, target_name="out",
+                                     out_dtype=plan.spec.out_dtype, alpha=1.0, beta=0.0,
+                                     params={})
+    plans = [build(a, b, own_output, choice=choice)[0] for choice in plan.contenders]
 
     def compiled(contender: Plan) -> Plan | None:
         try:
@@ -108,7 +109,7 @@ def _time(plan: Plan, arrays: tuple, bias: Any, activation: str | None,
     with ThreadPoolExecutor(max_workers=min(len(plans), os.cpu_count() or 2)) as pool:
         ready = [p for p in pool.map(compiled, plans) if p is not None]
     sa, sb = arrays[4], arrays[5]
-    factor = scales.factor if scales else 1.0
+    factor = call.scales.factor if call.scales else 1.0
     timed = []
     # The events on the stream the calls run on: PyTorch's current one for its tensors
     on_stream = (external_stream(stream_pointer(plan), plan.device)

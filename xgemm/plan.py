@@ -19,7 +19,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from . import gpu, tunefile
 from .checks import (
@@ -67,6 +67,7 @@ from .operands import (
 )
 from .ranking import contenders_to_time, pick
 from .registry import Variant, get_variant
+from .signature import Call
 from .specs import DTYPES, EIGHT_BIT, Spec, check_eight_bit_spec, default_output
 
 if TYPE_CHECKING:
@@ -215,27 +216,51 @@ tunefile.on_change(PLANS.clear)
 
 
 # -- building a plan ---------------------------------------------------------------------
-def build(a: Any, b: Any, variant: str, target: Any, target_name: str, bias: Any,
-          activation: str | None, precision: str | None, out_dtype: str | None,
-          alpha: Any, beta: Any, params: dict[str, int], formats: Any = None,
-          scales: Scales | None = None, *, choice: tuple[Variant, dict] | None = None,
+class _Checked(NamedTuple):
+    """What :func:`build` established of a call, from which :func:`_make_plan` plans it."""
+
+    variant: Variant | None    # None: auto picks
+    params: dict[str, int]     # a named variant's, as given
+    shapes: Shapes
+    dtype: str                 # A's
+    c_dtype: str               # the output's
+    device: int                # the operands' GPU
+    activation: str
+    precision: str | None
+    target: cupy.ndarray | None  # out= or C, as CuPy sees it
+    bias: cupy.ndarray | None
+    read_c: bool               # beta != 0: C is read as well as written
+    kind: str                  # the operands' framework, "cupy" or "torch"
+    spec_extras: dict          # B's dtype and the scales' kinds, for the Spec
+    folded: bool               # a batch's rows folded into one product
+
+
+def build(a: Any, b: Any, call: Call, *, choice: tuple[Variant, dict] | None = None,
           contenders: int = 0) -> tuple[Plan, tuple]:
     """Check a call completely and plan it; returns the plan and the call's arrays as a
     launch takes them (CuPy arrays or PyTorch tensors; the GPU scales last). Every error
     is raised here, before anything is compiled or launched.
 
+    >>> import cupy as cp  # doctest: +SKIP
+    >>> a = cp.ones((64, 32), cp.float32)  # doctest: +SKIP
+    >>> plan, arrays = build(a, a.T, Call("auto"))  # doctest: +SKIP
+    >>> plan.shapes.m, plan.shapes.n  # doctest: +SKIP
+    (64, 64)
+
     For ``auto`` (and ``tune``), two more: ``choice``, a (variant, parameters) to plan in
     place of auto's own pick, as auto plans it (copies into the fast layout included);
     ``contenders``, how many of the cost model's cheapest candidates besides the rules'
     pick the plan lists (``Plan.contenders``) for autotuning to time."""
-    v = _named(variant, params)
-    act = parse_activation(activation)
-    check_precision(precision)
-    alpha = check_scalar("alpha", alpha)
-    beta = check_scalar("beta", beta)
-    a, b, ca, cb, dtype, b_dtype, shapes = _operands(a, b, v, params, formats, precision)
-    c_dtype = output_dtype(dtype, out_dtype, target, target_name)
-    scales = scales or Scales(1.0, None, None, given=False)
+    v = _named(call.variant, call.params)
+    act = parse_activation(call.activation)
+    check_precision(call.precision)
+    alpha = check_scalar("alpha", call.alpha)
+    beta = check_scalar("beta", call.beta)
+    a, b, ca, cb, dtype, b_dtype, shapes = _operands(a, b, v, call.params, call.formats,
+                                                     call.precision)
+    target, target_name, bias = call.target, call.target_name, call.bias
+    c_dtype = output_dtype(dtype, call.out_dtype, target, target_name)
+    scales = call.scales or Scales(1.0, None, None, given=False)
     check_factor(dtype, c_dtype, alpha, scales)
     sa, sb, scalings = (check_scales(scales, shapes) if dtype in EIGHT_BIT
                         else (None, None, ("none", "none")))
@@ -261,13 +286,14 @@ def build(a: Any, b: Any, variant: str, target: Any, target_name: str, bias: Any
     folded = None if dtype in EIGHT_BIT else folded_rows(ca, cb, ctarget, shapes)
     if folded is not None:  # a batch of rows times one matrix: one product of all the rows
         ca, cb, ctarget, shapes = folded
+    checked = _Checked(v, call.params, shapes, dtype, c_dtype, device, act, call.precision,
+                       ctarget, cbias, read_c, framework(type(a)) or "cupy", spec_extras,
+                       folded is not None)
     # Planned on the operands' GPU, whichever is current: a launch on one GPU with
     # pointers into another's memory is an illegal address that breaks the CUDA context.
     here = cupy.cuda.runtime.getDevice() == device
     with contextlib.nullcontext() if here else cupy.cuda.Device(device):
-        plan = _make_plan(ca, cb, v, params, shapes, dtype, c_dtype, device, act, precision,
-                          ctarget, cbias, read_c, framework(type(a)) or "cupy", spec_extras,
-                          choice, contenders, folded=folded is not None)
+        plan = _make_plan(ca, cb, checked, choice, contenders)
     return plan, (a, b, target, bias, sa, sb)
 
 
@@ -299,17 +325,15 @@ def _operands(a: Any, b: Any, v: Variant | None, params: dict[str, int], formats
     return a, b, ca, cb, dtype, b_dtype, shapes
 
 
-def _make_plan(a: cupy.ndarray, b: cupy.ndarray, v: Variant | None, params: dict[str, int],
-               shapes: Shapes, dtype: str, c_dtype: str, device: int, act: str,
-               precision: str | None, target: cupy.ndarray | None, bias: cupy.ndarray | None,
-               read_c: bool, kind: str, spec_extras: dict,
-               choice: tuple[Variant, dict] | None = None, contenders: int = 0,
-               folded: bool = False) -> Plan:
+def _make_plan(a: cupy.ndarray, b: cupy.ndarray, checked: _Checked,
+               choice: tuple[Variant, dict] | None = None, contenders: int = 0) -> Plan:
     """The plan, on the current device (the operands'), in steps: the variant and its
     parameters, each operand (``operands.plan_operand``), the output
     (``operands.plan_output``), how C is stored, then the launches (:func:`_chunks`).
-    ``choice`` and ``contenders``: ``build``'s; ``folded``: a and b are a batch's rows
-    and its shared matrix as 2-D views (``operands.folded_rows``)."""
+    ``a`` and ``b``: CuPy views of the operands (a batch's rows and its shared matrix
+    as 2-D views where ``checked.folded``); ``choice`` and ``contenders``: ``build``'s."""
+    (v, params, shapes, dtype, c_dtype, device, act, precision, target, bias, read_c, kind,
+     spec_extras, folded) = checked
     vectors = ("row" if shapes.a_vector else None, "col" if shapes.b_vector else None)
     mats = tuple(x[None, :] if vec == "row" else x[:, None] if vec == "col" else x
                  for x, vec in zip((a, b), vectors, strict=True))

@@ -1,16 +1,42 @@
 """A call's signature: what of its arrays and arguments a plan depends on, as a key
-(:func:`call_key`), made on every call before the plan is looked up, so in few steps.
+(:func:`call_key`), made on every call before the plan is looked up, so in few steps;
+and a call's arguments besides its operands (:class:`Call`), for planning it.
 """
 
 from __future__ import annotations
 
 import functools
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from .checks import Scales, extent
 from .frameworks import framework
+
+
+@dataclass(frozen=True)
+class Call:
+    """What a product asks for besides its operands, as ``xgemm.plan.build`` takes it:
+    ``matmul``'s and ``gemm``'s arguments, unchecked. Made only for a call whose
+    signature finds no plan (its key is made from the same arguments, more cheaply).
+
+    >>> Call("coarse2d", params={"BM": 64, "BN": 64}).target_name
+    'out'
+    """
+
+    variant: str
+    target: Any = None           # out= (matmul) or C (gemm), or None
+    target_name: str = "out"     # "out" or "c": which of them, in errors and checks
+    bias: Any = None
+    activation: str | None = None
+    precision: str | None = None
+    out_dtype: str | None = None
+    alpha: Any = 1.0
+    beta: Any = 0.0
+    params: dict[str, int] = field(default_factory=dict)
+    formats: Any = None          # the 8-bit operands' formats
+    scales: Scales | None = None
 
 
 def array_key(x: Any) -> tuple | None:
