@@ -31,7 +31,6 @@ from .compile import PAD_THREADS, PAD_UNROLL, SPLIT_THREADS, get_kernel, pad_ker
 from .expressions import cdiv
 from .frameworks import pointer
 from .kernel_args import geometry, packed
-from .memory_bound.declarations import FAMILY_DEFAULTS
 from .registry import Variant, get_variant
 from .specs import DTYPES, Spec, numpy_dtype
 from .tma import ALIGNMENT as TMA_ALIGNMENT
@@ -297,6 +296,9 @@ class OperandPlan:
 def transpose_variant(dtype: str, device: int) -> tuple[Variant, dict[str, int]]:
     """The transpose that copies operands (``FAMILY_DEFAULTS``), resolved for ``dtype``
     and checked against GPU ``device``'s limits (once: planning is per shape)."""
+    # imported here: the memory-bound package's planning imports this module
+    from .memory_bound.declarations import FAMILY_DEFAULTS
+
     v = get_variant(FAMILY_DEFAULTS["transpose"], "transpose")
     p = v.resolve({}, dtype)
     check_device_limits(v, p, dtype, device)

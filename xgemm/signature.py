@@ -15,11 +15,12 @@ from .checks import Scales, extent
 from .frameworks import framework
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Call:
     """What a product asks for besides its operands, as ``xgemm.plan.build`` takes it:
     ``matmul``'s and ``gemm``'s arguments, unchecked. Made only for a call whose
-    signature finds no plan (its key is made from the same arguments, more cheaply).
+    signature finds no plan (its key is made from the same arguments, more cheaply);
+    compared by identity, as it holds arrays and a dict.
 
     >>> Call("coarse2d", params={"BM": 64, "BN": 64}).target_name
     'out'

@@ -36,5 +36,5 @@ multicast (within 1%), C stored one value at a time.
 from . import cuda_cores  # noqa: F401, I001
 from . import tensor_cores  # noqa: F401
 from . import regimes  # noqa: F401
-from ..memory_bound import declarations as memory_bound  # noqa: F401
+from ..memory_bound import declarations as _memory_bound  # noqa: F401
 from . import grouped  # noqa: F401

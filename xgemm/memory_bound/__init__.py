@@ -3,10 +3,10 @@
 They are memory-bound: what counts is how close they come to the device's copy
 bandwidth (``xgemm bench --family ...``). Each family's variants are declared in
 ``declarations`` (registered with the GEMM ladder's) and rendered from
-``kernels/<family>/``. A call is checked in ``checks`` (dtype, GPU arrays, shapes,
-parameters against the declared rules, all before CuPy is even imported), laid out by
-``planning`` (the device's limits, copies, the launches) and launched; nothing is
-compiled or launched before every check has passed.
+``kernels/<family>/``. A call is checked by ``planning`` (GPU arrays and their dtype,
+then the family's rules from ``checks``: shapes, parameters against the declaration;
+all before CuPy is even imported), laid out there (the device's limits, copies, the
+launches) and launched; nothing is compiled or launched before every check has passed.
 """
 
 from __future__ import annotations
