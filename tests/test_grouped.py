@@ -125,6 +125,20 @@ def test_grouped_needs_gpu_arrays():
                              offs=torch.tensor([3, 8], dtype=torch.int32))
 
 
+@pytest.mark.parametrize("scale", ["scale_a", "scale_b"])
+def test_grouped_scales_must_be_gpu_arrays_too(scale):
+    """A scale on the host would hand the kernel a host address: refused, named, before
+    anything runs."""
+    import numpy as np
+    from conftest import FakeGpuArray
+
+    from xgemm.checks.grouped import check_grouped_arrays
+
+    arrays = (FakeGpuArray((8, 16)), FakeGpuArray((2, 16, 8)), FakeGpuArray((2,), "<i4"))
+    with pytest.raises(TypeError, match=f"{scale} is not a GPU array"):
+        check_grouped_arrays(*arrays, **{scale: np.ones(2, dtype=np.float32)})
+
+
 # -- on the GPU -------------------------------------------------------------------------------
 def _hopper():
     from xgemm import gpu

@@ -133,10 +133,10 @@ def grouped_product(a: Any, b: Any, offs: Any, params: dict[str, int] | None = N
     autograd: checked, planned once per signature, launched. ``xgemm.torch``'s operator
     runs it."""
     ndims = (len(a.shape), len(b.shape))
-    kind = check_grouped_arrays(a, b, offs)
+    kind = check_grouped_arrays(a, b, offs, scale_a, scale_b)
     ops = tuple(_operand(x, kind) for x in (a, b, offs))
     scales = tuple(None if x is None else _operand(x, kind) for x in (scale_a, scale_b))
-    device = grouped_device(a, b, offs, kind)
+    device = grouped_device(a, b, offs, kind, scale_a, scale_b)
     plan = _plan(*ops, *scales, ndims == (2, 2), out_dtype, device,
                  tuple(sorted((params or {}).items())))
     return _run(plan, a, b, offs, kind, scale_a, scale_b)

@@ -57,33 +57,45 @@ class GroupedShapes:
         return DTYPES[self.dtype].itemsize
 
 
-def check_grouped_arrays(a: Any, b: Any, offs: Any) -> str:
-    """The framework all three arrays belong to ("cupy" or "torch"); TypeError where one
-    is not a GPU array or they mix frameworks.
+def check_grouped_arrays(a: Any, b: Any, offs: Any, scale_a: Any = None,
+                         scale_b: Any = None) -> str:
+    """The framework all the arrays (the scales where given) belong to ("cupy" or
+    "torch"); TypeError where one is not a GPU array or they mix frameworks.
 
     >>> check_grouped_arrays([1.0], [2.0], [3])
     Traceback (most recent call last):
     ...
     TypeError: a is not a GPU array: xgemm multiplies CuPy arrays or CUDA PyTorch tensors
     """
-    for name, x in (("a", a), ("b", b), ("offs", offs)):
+    arrays = _given(a, b, offs, scale_a, scale_b)
+    for name, x in arrays:
         if not on_gpu(x):
             raise TypeError(f"{name} is not a GPU array: xgemm multiplies CuPy arrays or CUDA "
                             "PyTorch tensors")
-    kinds = {framework(type(x)) for x in (a, b, offs)}
+    kinds = {framework(type(x)) for _, x in arrays}
     if len(kinds) != 1 or None in kinds:
-        raise TypeError("a, b and offs must all be CuPy arrays or all PyTorch tensors")
+        raise TypeError(f"{', '.join(name for name, _ in arrays)} must all be CuPy arrays or "
+                        "all PyTorch tensors")
     return kinds.pop()
 
 
-def grouped_device(a: Any, b: Any, offs: Any, kind: str) -> int:
-    """The GPU all three arrays of framework ``kind`` lie on; ValueError where they
-    differ."""
-    ids = {(x.device.index if kind == "torch" else x.device.id) for x in (a, b, offs)}
+def grouped_device(a: Any, b: Any, offs: Any, kind: str, scale_a: Any = None,
+                   scale_b: Any = None) -> int:
+    """The GPU all the arrays of framework ``kind`` (the scales where given) lie on;
+    ValueError where they differ."""
+    arrays = _given(a, b, offs, scale_a, scale_b)
+    ids = {(x.device.index if kind == "torch" else x.device.id) for _, x in arrays}
     if len(ids) != 1:
-        raise ValueError(f"a, b and offs lie on different GPUs ({sorted(ids)}): move them "
-                         "onto one")
+        raise ValueError(f"{', '.join(name for name, _ in arrays)} lie on different GPUs "
+                         f"({sorted(ids)}): move them onto one")
     return ids.pop()
+
+
+def _given(a: Any, b: Any, offs: Any, scale_a: Any, scale_b: Any) -> tuple:
+    """(name, array) of the call's arrays, the scales only where given."""
+    return (("a", a), ("b", b), ("offs", offs),
+            *((name, x) for name, x in (("scale_a", scale_a), ("scale_b", scale_b))
+              if x is not None))
 
 
 def _check_kinds(a: Operand, b: Operand, ends: Operand, dtypes: tuple[str, ...]) -> None:
