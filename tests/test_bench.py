@@ -285,6 +285,29 @@ def test_add_candidates_keeps_the_other_points_times_when_asked(monkeypatch, new
     assert row["best_ms"] == 0.3 and row["regret"] == pytest.approx(0.4 / 0.3)
 
 
+def test_add_candidates_drops_a_twins_time_with_the_twin(monkeypatch):
+    """A candidate that is auto's very launch, timed faster than auto was, stands as
+    auto's time; retimed slower, auto's time goes back to its own first timing, not to the
+    dropped twin's (on the CPU, the operands and the timing stood in for)."""
+    torch = pytest.importorskip("torch")
+    from xgemm.tools import measuring
+
+    twin = {"variant": "wgmma", "params": {"BM": 128}, "planned": {"BM": 128}, "copies": []}
+    row = {"status": "ok", "part": "float16", "m": 8, "n": 8, "k": 8, "layout": "NN",
+           "lead": [], "variant": "wgmma", "params": {"BM": 128}, "copies": [],
+           "auto_ms": 0.5, "best_ms": 0.5, "candidates": []}
+    monkeypatch.setattr(measuring, "operands",
+                        lambda case, dtype, seed: (torch.randn(8, 8), torch.randn(8, 8),
+                                                   torch.empty(8, 8)))
+    monkeypatch.setattr("xgemm.timing.scrub_pays", lambda nbytes, device: False)
+    for ms, auto in ((0.3, 0.3), (0.45, 0.45), (0.7, 0.5)):  # twin faster, then slower
+        monkeypatch.setattr(measuring, "_candidates",
+                            lambda *args, ms=ms: [{**twin, "ms": ms, "status": "ok"}])
+        measuring.add_candidates([row], {"wgmma"})
+        assert row["auto_ms"] == auto, (ms, row)
+        assert row["regret"] == pytest.approx(auto / min(auto, ms))
+
+
 def test_cupy_arrays_are_measured_without_regret():
     """Regret's candidates run on PyTorch tensors: asked on CuPy arrays, a clear refusal
     before anything is drawn."""

@@ -186,18 +186,7 @@ def measure(part: str, case: Product, *, regret: bool = True, repeat: int = 10,
     if regret:
         row["candidates"] = _candidates(a, b, c, dtype, precision, checked, tolerance,
                                         auto_ms, repeat, flush)
-        times = [x["ms"] for x in row["candidates"] if x["status"] == "ok"]
-        # a candidate that is auto's very launch (variant, parameters as planned, copies)
-        # measured it a second time: auto's time is the faster of the two, as the best
-        # is the fastest of all (copies per call vary run to run)
-        twins = [x["ms"] for x in row["candidates"] if x["status"] == "ok"
-                 and (x["variant"], x["planned"], x["copies"])
-                 == (row["variant"], row["params"], row["copies"])]
-        if twins and min(twins) < auto_ms:
-            row["auto_ms_first"] = auto_ms
-            auto_ms = row["auto_ms"] = min(twins)
-        best = min([auto_ms, *times])
-        row.update(best_ms=best, regret=auto_ms / best)
+        auto_ms = _settle_auto(row)
     call = overhead.call_against_baselines(
         baselines, lambda: xgemm.matmul(xa, xb, out=xc, precision=precision),
         overhead.calls_per_round(timed[baseline]), rounds)
@@ -400,17 +389,31 @@ def add_candidates(rows: Sequence[dict[str, Any]], names: Collection[str], *,
                             row["best_ms"], repeat, flush, names, before)
         row["candidates"] = [x for x in row["candidates"]
                              if x["variant"] not in names or new_points_only] + timed
-        # the best over every candidate now in the row (a dropped timing may have been it);
-        # a candidate that is auto's very launch counts as auto's time, as measure() has it
-        ok = [x for x in row["candidates"] if x["status"] == "ok"]
-        twins = [x["ms"] for x in ok if (x["variant"], x.get("planned"), x.get("copies"))
-                 == (row["variant"], row["params"], row["copies"])]
-        auto_ms = min([row.get("auto_ms_first", row["auto_ms"]), *twins])
-        row["auto_ms"] = auto_ms
-        row["best_ms"] = min([auto_ms, *(x["ms"] for x in ok)])
-        row["regret"] = auto_ms / row["best_ms"]
+        _settle_auto(row)  # the best over every candidate now (a dropped one may have been it)
         if progress is not None:
             progress()
+
+
+def _settle_auto(row: dict[str, Any]) -> float:
+    """Auto's time in a row with candidates, set with the row's best and regret; returned.
+
+    A candidate that is auto's very launch (variant, parameters as planned, copies) timed
+    it again, and auto's time is the faster of the two, as the best is the fastest of all
+    (copies per call vary run to run). Auto's own first timing stays in
+    ``auto_ms_first`` where a twin beat it, so that a later retiming of the candidates
+    (:func:`add_candidates`) starts from it and not from a twin since dropped."""
+    first = row.get("auto_ms_first", row["auto_ms"])
+    ok = [x for x in row["candidates"] if x["status"] == "ok"]
+    twins = [x["ms"] for x in ok if (x["variant"], x.get("planned"), x.get("copies"))
+             == (row["variant"], row["params"], row["copies"])]
+    auto_ms = row["auto_ms"] = min([first, *twins])
+    if auto_ms < first:
+        row["auto_ms_first"] = first
+    else:
+        row.pop("auto_ms_first", None)
+    row["best_ms"] = min([auto_ms, *(x["ms"] for x in ok)])
+    row["regret"] = auto_ms / row["best_ms"]
+    return auto_ms
 
 
 def _error(c: Any, expected: Any, step: int = 1 << 26) -> float:
