@@ -51,8 +51,6 @@ TOKENS = (1, 8, 32, 128, 512, 4096, 16384)
 EIGHT_BIT_PARTS = ("float8", "int8")
 
 
-
-
 def random_cases(seed: int, count: int = 36, cap: int = FLOP_CAP, floor: int = FLOP_FLOOR,
                  max_dim: int = MAX_DIM, min_dim: int = 1, max_k: int | None = None,
                  multiple: int = 1, max_m: int | None = None,

@@ -84,8 +84,6 @@ CASES: dict[str, list[Case]] = {
 }
 
 
-
-
 def measure(part: str, case: Case, repeat: int = 30, rounds: int = 5) -> dict[str, Any]:
     """One row: ``auto``'s pick and both contenders' kernel and call milliseconds
     (``measuring.measure`` on CuPy arrays, or ``measuring.measure_eight_bit``).
