@@ -375,9 +375,7 @@ TF32X3 = dict(
        "space": {"BM": [64, 128, 256], "BN": [64, 128], "CONSUMERS": [1, 2],
                  "STAGES": [2, 3], "GROUP": [8], "TMA_STORE": [0, 1], "SPREAD": [0]},
        # rung 14's, and the small parts' tiles and barriers after the ring
-       "smem_bytes": RING_BYTES + " + min(TMA_STORE, 1) * BM * BN * BYTES"
-                                  " + (TMA_STORE == 2) * BM * 16"
-                                  " + STAGES * (BM + BN) * 128 + 8 * STAGES + 1024"},
+       "smem_bytes": WGMMA["smem_bytes"] + " + STAGES * (BM + BN) * 128 + 8 * STAGES + 1024"},
 )
 
 register(Variant(
@@ -401,9 +399,7 @@ register(Variant(
        "defaults": {**TF32X3["defaults"], "STAGES": 4},
        "space": {**TF32X3["space"], "STAGES": [2, 3, 4]},
        # rung 14's, and B's small parts and the barriers after the ring
-       "smem_bytes": RING_BYTES + " + min(TMA_STORE, 1) * BM * BN * BYTES"
-                                  " + (TMA_STORE == 2) * BM * 16"
-                                  " + STAGES * BN * 128 + 8 * STAGES + 1024"},
+       "smem_bytes": WGMMA["smem_bytes"] + " + STAGES * BN * 128 + 8 * STAGES + 1024"},
 ))
 
 # Rung 33: rung 31 on parts a pre-pass split once (kernels/copy/split_tf32.cu.j2), each
