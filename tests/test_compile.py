@@ -149,12 +149,15 @@ def test_compiles_without_spills(reports, case, arch):
 
 
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
-def test_the_pad_kernel_compiles_without_spills(arch):
-    """The kernel that pads operands' lines for TMA, which no variant declares."""
+@pytest.mark.parametrize("kernel", ["pad_rows", "split_tf32"])
+def test_the_copy_kernels_compile_without_spills(kernel, arch):
+    """The kernels no variant declares: the one that pads operands' lines for TMA, and
+    rung 33's split pre-pass (both of its entry points)."""
     pytest.importorskip("cuda.bindings.nvrtc", reason="the compile check needs cuda-bindings")
-    from xgemm.compile import pad_source
+    from xgemm.compile import pad_source, split_source
 
-    report = xgemm.compile_offline(pad_source(), arch, name="pad_rows.cu")
+    source = {"pad_rows": pad_source, "split_tf32": split_source}[kernel]()
+    report = xgemm.compile_offline(source, arch, name=f"{kernel}.cu")
     assert report.spill_store_bytes == report.spill_load_bytes == report.stack_bytes == 0
 
 

@@ -87,3 +87,34 @@ def test_tf32_alone_errs_far_more_and_auto_keeps_small_outputs_exact(kind, k, mo
     assert xgemm.prepare(a, b, precision="tf32x3").variant.precision is None
     # TF32 alone by name: at K=16 auto takes an exact kernel for precision="tf32"
     assert frobenius_error(xgemm.matmul(a, b, variant="wgmma_tf32"), ref) > 30 * sgemm
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("layout", ["NN", "NT", "TN", "TT"])
+@pytest.mark.parametrize("k", [1024, 1001])
+def test_tf32x3_splits_any_layout_and_k_in_one_pass(layout, k, monkeypatch):
+    """auto's rung 33 on A and B in either layout and K not a multiple of 4: its split
+    reads each operand as it lies and writes the parts as the product reads them
+    (transposed, or lines widened for TMA), so the call makes no other copy; the result
+    errs as SGEMM's does."""
+    import cupy
+    from conftest import frobenius_error
+
+    if gpu.compute_capability(0) != 90:
+        pytest.skip("rung 33 runs on Hopper (sm_90a) only")
+    monkeypatch.setenv("CUPY_TF32", "0")
+    rng = cupy.random.default_rng(k)
+    m, n = 1536, 1544  # 12 x 13 tiles of 128 x 128: more than a wave; N's edge ragged
+
+    def operand(rows: int, cols: int, transposed: bool):
+        x = rng.standard_normal((cols, rows) if transposed else (rows, cols),
+                                dtype=cupy.float32)
+        return x.T if transposed else x
+
+    a, b = operand(m, k, layout[0] == "T"), operand(k, n, layout[1] == "T")
+    out = cupy.full((m, n), cupy.nan, dtype=cupy.float32)
+    launch = xgemm.prepare(a, b, out=out, precision="tf32x3")
+    assert (launch.variant.name, launch.copies) == ("wgmma_tf32x3_parts", ())
+    launch()
+    ref = a.astype(cupy.float64) @ b.astype(cupy.float64)
+    assert frobenius_error(out, ref) < 3 * frobenius_error(cupy.matmul(a, b), ref)

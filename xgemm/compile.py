@@ -93,34 +93,42 @@ def pad_source() -> str:
     return render("copy/pad_rows.cu.j2", THREADS=PAD_THREADS, UNROLL=PAD_UNROLL)
 
 
-#: The split pre-pass's threads a block (``kernels/copy/split_tf32.cu.j2``).
+#: The split pre-pass's threads a block (``kernels/copy/split_tf32.cu.j2``), and the
+#: transposing one's tile and the rows of threads that walk it.
 SPLIT_THREADS = 256
+SPLIT_TILE, SPLIT_TILE_ROWS = 32, 8
 
 
 def split_source() -> str:
-    """The split pre-pass's CUDA C (``kernels/copy/split_tf32.cu.j2``): each float32 value
-    of an operand as its two TF32 parts, for rung 33.
+    """The split pre-pass's CUDA C (``kernels/copy/split_tf32.cu.j2`` at ``SPLIT_TILE``,
+    ``SPLIT_TILE_ROWS``): each float32 value of an operand as its two TF32 parts, for rung
+    33, in the operand's layout or transposed.
 
-    >>> "xgemm_split_tf32(" in split_source()
+    >>> source = split_source()
+    >>> "xgemm_split_tf32(" in source and "xgemm_split_tf32_transposed(" in source
     True
     """
     from .render import render
 
-    return render("copy/split_tf32.cu.j2")
+    return render("copy/split_tf32.cu.j2", TILE=SPLIT_TILE, TILE_ROWS=SPLIT_TILE_ROWS)
 
 
 @functools.cache
-def split_kernel(device: int):
+def split_kernel(device: int, transposed: bool = False):
     """The compiled split pre-pass, for GPU ``device`` (cached per device). Arguments:
     the operand and the parts' buffer (pointers), the small parts' offset in values (long
-    long), a line's values, the lines a matrix (int), the leading dimension (long long),
-    the matrices (int) and their stride (long long).
+    long), then for ``xgemm_split_tf32`` a line's values, the lines a matrix (int), the
+    leading dimension (long long), the matrices (int), their stride, the parts' leading
+    dimension and stride (long long); for ``transposed`` (``xgemm_split_tf32_transposed``,
+    one matrix written as its transpose) a line's values, the lines (int), the leading
+    dimension and the parts' (long long).
 
-    >>> kernel = split_kernel(0)  # doctest: +SKIP
+    >>> kernel = split_kernel(0, transposed=True)  # doctest: +SKIP
     """
     import cupy
 
-    kernel = cupy.RawKernel(split_source(), "xgemm_split_tf32", options=nvrtc_options())
+    name = "xgemm_split_tf32_transposed" if transposed else "xgemm_split_tf32"
+    kernel = cupy.RawKernel(split_source(), name, options=nvrtc_options())
     kernel.compile()  # now, for the current device, so that errors surface here
     return kernel
 

@@ -109,7 +109,7 @@ def _packing(chars: str) -> tuple[int, tuple[int, ...]]:
 
 #: The extra kernel arguments a variant may declare (``Variant.extra_args``). The small
 #: parts' maps are rung 33's: A's and B's TF32 small parts, which a pre-pass writes after
-#: their big parts (``xgemm.operands.Parts``). The last two are the grouped product's
+#: their big parts (``xgemm.parts.Parts``). The last two are the grouped product's
 #: (``xgemm.grouped``, which passes them itself): the address of the groups' ends and
 #: their count.
 EXTRA_ARGS = ("tensor_map_a", "tensor_map_b", "tensor_map_c", "partials", "arrivals",

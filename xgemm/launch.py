@@ -445,7 +445,7 @@ def _padded(plan: Any, ptr_a: int, ptr_b: int, itemsize: int, keep: list, stream
 
 def _split(plan: Any, name: str, parts: Any, ptr: int, keep: list, stream_ptr: int) -> int:
     """The address of this call's TF32 parts of operand ``name`` (at ``ptr``), for rung
-    33: the split pre-pass queued into a buffer of both parts (``xgemm.operands.Parts``),
+    33: the split pre-pass queued into a buffer of both parts (``xgemm.parts.Parts``),
     kept as a copy's is (``_copy_buffer``)."""
     buffer = _copy_buffer(plan, f"{name} parts", 2 * parts.span * 4, stream_ptr, keep,
                           _capturing(stream_ptr))

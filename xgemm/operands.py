@@ -27,7 +27,7 @@ from .checks import (
     layout_of,
     overlaps,
 )
-from .compile import PAD_THREADS, PAD_UNROLL, SPLIT_THREADS, get_kernel, pad_kernel, split_kernel
+from .compile import PAD_THREADS, PAD_UNROLL, get_kernel, pad_kernel
 from .expressions import cdiv
 from .frameworks import pointer
 from .kernel_args import geometry, packed
@@ -211,53 +211,6 @@ def plan_pad_launch(pads: tuple[Pad, ...], device: int) -> PadLaunch:
                                           second.src_pitch, second.dst_pitch, first.width,
                                           second.width, first.chunks, second.chunks,
                                           blocks[0])))
-
-
-@dataclass(frozen=True)
-class Parts:
-    """How a call splits a float32 operand into its TF32 parts before rung 33's product
-    (``kernels/copy/split_tf32.cu.j2``): into a buffer of ``2 * span`` values, the big parts
-    where the operand's values lie (its leading dimension and batch stride), the small
-    parts ``span`` values further on. The product then reads both with the operand's own
-    tensor map geometry."""
-
-    span: int                       # values from the operand's first past its last, to 16 bytes
-    launch: tuple                   # the pre-pass, its grid and block (``geometry``)
-    sizes: tuple                    # its arguments after the two pointers: packed once
-    recent_args: dict = field(default_factory=dict, compare=False, repr=False)
-
-
-def parts_extent(layout: Layout, rows: int, cols: int, count: int
-                 ) -> tuple[int, int, int, int]:
-    """What the split of an operand of ``count`` matrices of rows x cols that lie as
-    ``layout`` says covers: its span (values from its first past its last, rounded up to
-    16 bytes, where the small parts start), a line's values, the lines a matrix, and the
-    matrices (one where the batch shares it: a batch stride of 0).
-
-    >>> parts_extent(Layout(False, 40, 0), 3, 33, 5)  # row-major, lines 40 apart, shared
-    (116, 33, 3, 1)
-    >>> parts_extent(Layout(True, 8, 24), 8, 3, 2)    # column-major, a batch of two
-    (48, 8, 3, 2)
-    """
-    inner, outer = (rows, cols) if layout.col else (cols, rows)
-    matrices = count if layout.batch_stride else 1
-    span = (matrices - 1) * layout.batch_stride + (outer - 1) * layout.ld + inner
-    return cdiv(span, 4) * 4, inner, outer, matrices
-
-
-def plan_parts(layout: Layout, rows: int, cols: int, count: int, device: int) -> Parts:
-    """The split of an operand (:func:`parts_extent`) on GPU ``device``: its launch, a
-    block for each ``SPLIT_THREADS`` values up to eight blocks an SM, which then loop.
-
-    >>> plan_parts(Layout(False, 40, 0), 3, 33, 1, device=0).span  # doctest: +SKIP
-    116
-    """
-    span, inner, outer, matrices = parts_extent(layout, rows, cols, count)
-    blocks = max(1, min(cdiv(inner * outer * matrices, SPLIT_THREADS),
-                        8 * gpu.multiprocessors(device)))
-    return Parts(span, geometry(split_kernel(device).kernel, (blocks,), (SPLIT_THREADS,), 0),
-                 packed("qiiqiq", (span, inner, outer, layout.ld, matrices,
-                                   layout.batch_stride)))
 
 
 @dataclass(frozen=True)

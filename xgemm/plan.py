@@ -56,15 +56,14 @@ from .kernel_args import ExtraArg, Source, packed
 from .operands import (
     OperandPlan,
     PadLaunch,
-    Parts,
     alignment_flags,
     folded_rows,
     plan_operand,
     plan_output,
     plan_pad_launch,
-    plan_parts,
     tma_ready,
 )
+from .parts import Parts, plan_split, reads_parts
 from .ranking import contenders_to_time, pick
 from .registry import Variant, get_variant
 from .signature import Call
@@ -357,6 +356,7 @@ def _make_plan(a: cupy.ndarray, b: cupy.ndarray, checked: _Checked,
         for name, x, vec, rows, cols, layouts in (
             ("a", mats[0], vectors[0], shapes.m, shapes.k, readable[0]),
             ("b", mats[1], vectors[1], shapes.k, shapes.n, readable[1])))
+    plan_a, plan_b, parts = _split_first(v, plan_a, plan_b, mats, shapes, device)
     full_c, output, layout_c = plan_output(target, shapes, c_dtype, (a, b, bias))
     p = _store(v, p, dtype, c_dtype, read_c, full_c, layout_c, device)
 
@@ -371,9 +371,7 @@ def _make_plan(a: cupy.ndarray, b: cupy.ndarray, checked: _Checked,
                 contenders=listed)
     plan.c_dtype_np = full_c.dtype
     plan.scaled = "scale_a" in v.extra_args
-    if "tensor_map_a_small" in v.extra_args and shapes.m and shapes.n and shapes.k:
-        plan.parts = (plan_parts(plan_a.layout, shapes.m, shapes.k, shapes.count, device),
-                      plan_parts(plan_b.layout, shapes.k, shapes.n, shapes.count, device))
+    plan.parts = parts
     if kind == "torch":
         import torch
 
@@ -382,6 +380,20 @@ def _make_plan(a: cupy.ndarray, b: cupy.ndarray, checked: _Checked,
     if shapes.m and shapes.n and shapes.count:  # else nothing to compute: no chunks
         _chunks(plan, (full_a, full_b, full_c), a.itemsize)
     return plan
+
+
+def _split_first(v: Variant, plan_a: OperandPlan, plan_b: OperandPlan, mats: tuple,
+                 shapes: Shapes, device: int
+                 ) -> tuple[OperandPlan, OperandPlan, tuple[Parts, Parts] | None]:
+    """For a rung that reads A's and B's TF32 parts (its extra arguments name the small
+    parts' maps): the operands as the split reads them and the two splits
+    (``xgemm.parts``); for any other, the operands as planned and None."""
+    if not reads_parts(v) or 0 in (shapes.m, shapes.n, shapes.k):
+        return plan_a, plan_b, None
+    (plan_a, split_a), (plan_b, split_b) = (
+        plan_split(op, x, rows, cols, shapes.count, device) for op, x, rows, cols in
+        ((plan_a, mats[0], shapes.m, shapes.k), (plan_b, mats[1], shapes.k, shapes.n)))
+    return plan_a, plan_b, (split_a, split_b)
 
 
 def _store(v: Variant, p: dict[str, int], dtype: str, c_dtype: str, read_c: bool,

@@ -14,6 +14,7 @@ from .checks import MAX_WORKSPACE_BYTES, Layout, Shapes, check_arch, layout_of
 from .choice import TMA_PADDING_PAYS, choose, heuristic
 from .expressions import MAX_GRID
 from .operands import tma_ready, transposable
+from .parts import reads_parts
 from .registry import Variant, get_variant
 from .specs import DTYPES, EIGHT_BIT
 from .tma import ALIGNMENT as TMA_ALIGNMENT
@@ -51,7 +52,7 @@ def ruled(mats: tuple, layouts: list, shapes: Shapes, dtype: str, device: int,
             into = v.transposed_into(name, p, m, n, k, sms) if copyable[i] else None
             if (into or read[i]) not in readable:
                 return False
-            if not v.tma:
+            if not v.tma or reads_parts(v):  # rung 33's split writes TMA's lines itself
                 continue
             if into not in (None, read[i]):  # TMA reads the copy: rows of K values
                 if k * mats[i].itemsize % TMA_ALIGNMENT:
