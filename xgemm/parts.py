@@ -95,8 +95,7 @@ def plan_split(op: OperandPlan, x: cupy.ndarray, rows: int, cols: int, count: in
     if transposed or op.pad is not None:  # the copy's layout, from x as it lies
         lies = "row" if op.layout.col == transposed else "col"
         source = layout_of(x.shape, x.strides, x.itemsize, (lies,))
-    if source is None or transposed and cdiv(cols if source.col else rows,
-                                              SPLIT_TILE) > MAX_GRID[1]:
+    if source is None:
         return op, _split(op.layout, op.layout, rows, cols, count, device)
     into = widened(op.layout, rows, cols)
     fused = dataclasses.replace(op, layout=into, copied=False, padded=False, transpose=None,
@@ -121,10 +120,11 @@ def _split(source: Layout, into: Layout, rows: int, cols: int, count: int, devic
 
 def _transposed(source: Layout, into: Layout, rows: int, cols: int, device: int) -> Parts:
     """The split of one matrix that lies as ``source`` into parts that lie the other way,
-    as ``into``: a block for each ``SPLIT_TILE`` x ``SPLIT_TILE`` tile."""
+    as ``into``: a block for each ``SPLIT_TILE`` x ``SPLIT_TILE`` tile, up to the grid's
+    limit along the lines (the blocks then loop)."""
     span, _, _, _ = parts_extent(into, rows, cols, 1)
     inner, lines = (rows, cols) if source.col else (cols, rows)
-    grid = (cdiv(inner, SPLIT_TILE), cdiv(lines, SPLIT_TILE))
+    grid = (cdiv(inner, SPLIT_TILE), min(cdiv(lines, SPLIT_TILE), MAX_GRID[1]))
     return Parts(span, geometry(split_kernel(device, transposed=True).kernel, grid,
                                 (SPLIT_TILE, SPLIT_TILE_ROWS), 0),
                  packed("qiiqq", (span, inner, lines, source.ld, into.ld)))

@@ -388,7 +388,7 @@ def _split_first(v: Variant, plan_a: OperandPlan, plan_b: OperandPlan, mats: tup
     """For a rung that reads A's and B's TF32 parts (its extra arguments name the small
     parts' maps): the operands as the split reads them and the two splits
     (``xgemm.parts``); for any other, the operands as planned and None."""
-    if not reads_parts(v) or 0 in (shapes.m, shapes.n, shapes.k):
+    if not reads_parts(v) or 0 in (shapes.m, shapes.n, shapes.k, shapes.count):
         return plan_a, plan_b, None
     (plan_a, split_a), (plan_b, split_b) = (
         plan_split(op, x, rows, cols, shapes.count, device) for op, x, rows, cols in

@@ -237,8 +237,9 @@ def ranked(mats: tuple, layouts: list, read: list, copyable: list, shapes: Shape
         if any(("col" if x == "T" else "row") not in r for x, r in zip(shape.layout, readable,
                                                                         strict=True)):
             return None
-        if shape.transposed and v.tma and k * mats[0].itemsize % TMA_ALIGNMENT:
-            return None  # TMA reads the copy's rows of K
+        if (shape.transposed and v.tma and not reads_parts(v)
+                and k * mats[0].itemsize % TMA_ALIGNMENT):
+            return None  # TMA reads the copy's rows of K (rung 33's split widens them)
         return shape
 
     return cost.ranked(((v, p, shape) for v, p in cost.candidates(dtype, precision, cc)
