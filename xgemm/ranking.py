@@ -6,6 +6,7 @@ candidate must clear to replace the rules' pick. Planning asks here once per sig
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -98,14 +99,15 @@ def pick(mats: tuple, layouts: list, shapes: Shapes, dtype: str, device: int,
         check_arch(v, dtype, device, auto=True)
         return v, v.resolve(p, dtype)
     v, p, tuned, read, copyable = ruled(mats, layouts, shapes, dtype, device, precision)
-    # (the 3xTF32 rungs are not calibrated: the model would take an exact rung for them)
-    if tuned or 0 in (shapes.m, shapes.n, shapes.count) or v.precision == "tf32x3":
+    if tuned or 0 in (shapes.m, shapes.n, shapes.count):
         return v, p
+    sms = gpu.multiprocessors(device)
+    rule = priced_copies(v, p, mats, layouts, read, copyable, shapes, sms)
+    ruled_gpu = cost.estimate_near(v, p, dtype, rule, sms, precision)
+    if math.isinf(ruled_gpu):  # a rung no calibration timed (the 3xTF32 ones): the model
+        return v, p             # cannot weigh it against the others, so the rule stands
     modelled = ranked(mats, layouts, read, copyable, shapes, dtype, device, precision)
     if modelled:
-        sms = gpu.multiprocessors(device)
-        rule = priced_copies(v, p, mats, layouts, read, copyable, shapes, sms)
-        ruled_gpu = cost.estimate_near(v, p, dtype, rule, sms, precision)
         ruled_call = cost.call_time(ruled_gpu, rule)
         margin = MODEL_MARGIN if shapes.count == 1 else BATCH_MODEL_MARGIN
         # The cheapest candidate that clears the margin: faster a call, or as fast (the
