@@ -73,10 +73,11 @@ def private_tuning_file(tmp_path, monkeypatch):
 
 
 def forget_plans() -> None:
-    """Drop every plan and every cached choice of ``auto``."""
-    from xgemm import choice, plan
+    """Drop every plan (the grouped product's too) and every cached choice of ``auto``."""
+    from xgemm import choice, grouped, plan
 
     plan.PLANS.clear()
+    grouped.GROUPED_PLANS.clear()
     choice.forget()
 
 

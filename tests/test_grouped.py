@@ -250,6 +250,32 @@ def test_grouped_points(params):
 
 
 @pytest.mark.gpu
+def test_a_grouped_signature_is_checked_once(monkeypatch):
+    """A later call with the signature of an earlier one (other arrays, other group
+    ends) finds its plan and runs with no check repeated; a new signature is checked."""
+    torch = pytest.importorskip("torch")
+    _hopper()
+    from xgemm import grouped
+
+    ends, rows, k, n, _ = _case("empty groups")
+    x, w = _operands(torch, rows, k, n, len(ends), "bfloat16", False)
+    offs = torch.tensor(ends, device="cuda", dtype=torch.int32)
+    xgemm.grouped_matmul(x, w, offs=offs)
+
+    def refused(*args, **kwargs):
+        raise AssertionError("a planned signature was checked again")
+
+    monkeypatch.setattr(grouped, "check_grouped_arrays", refused)
+    x2, w2 = _operands(torch, rows, k, n, len(ends), "bfloat16", False, seed=8)
+    other = sorted((e * 7) % (rows + 1) for e in ends)
+    got = xgemm.grouped_matmul(x2, w2, offs=torch.tensor(other, device="cuda",
+                                                         dtype=torch.int32))
+    _check(got, x2, w2, other, REFERENCE_TOLERANCE["bfloat16"])
+    with pytest.raises(AssertionError, match="checked again"):  # a new signature
+        xgemm.grouped_matmul(x2[:-1], w2, offs=offs)
+
+
+@pytest.mark.gpu
 def test_grouped_on_cupy_arrays():
     """CuPy arrays in, a CuPy array out."""
     cupy = pytest.importorskip("cupy")
@@ -516,10 +542,13 @@ def grouped_cpu_reference():
 @pytest.mark.parametrize("ends", [[3, 3, 7, 12], [7, 3, 12, 14], [5, -2, 9, 20]],
                          ids=["sorted", "unsorted", "negative_and_past_t"])
 @pytest.mark.parametrize("along_k", [False, True], ids=["groups_of_rows", "groups_along_k"])
-def test_grouped_backward_formulas(grouped_cpu_reference, along_k, ends):
-    """gradcheck (float64) of A and B through xgemm.torch.grouped_mm: empty groups, rows
-    past the last end, and ends out of order or out of range (the backward's products
-    must take the groups as the forward's did)."""
+@pytest.mark.parametrize("through", ["grouped_mm", "operator"])
+def test_grouped_backward_formulas(grouped_cpu_reference, along_k, ends, through):
+    """gradcheck (float64) of A and B: empty groups, rows past the last end, and ends out
+    of order or out of range (the backward's products must take the groups as the
+    forward's did), first and second derivatives; through xgemm.torch.grouped_mm (its
+    direct autograd Function, as eager training calls it) and the operator itself (its
+    registered autograd)."""
     torch = grouped_cpu_reference
     import xgemm.torch as xt
 
@@ -534,7 +563,15 @@ def test_grouped_backward_formulas(grouped_cpu_reference, along_k, ends):
         a, b = rand(5, 14), rand(14, 6)
     else:
         a, b = rand(14, 5), rand(4, 5, 6)
-    assert torch.autograd.gradcheck(lambda a, b: xt.grouped_mm(a, b, ends), (a, b))
+    if through == "grouped_mm":
+        def f(a, b):
+            return xt.grouped_mm(a, b, ends)
+        assert type(f(a, b).grad_fn).__name__ == "_GroupedEagerBackward"  # no dispatch
+    else:
+        def f(a, b):
+            return torch.ops.xgemm.grouped_mm(a, b, ends, "")
+    assert torch.autograd.gradcheck(f, (a, b))
+    assert torch.autograd.gradgradcheck(f, (a, b))  # a second derivative is recorded too
 
 
 def test_moe_example_layer_routes_each_token_to_its_experts():

@@ -24,7 +24,6 @@ later calls look it up and launch.
 from __future__ import annotations
 
 import dataclasses
-import functools
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -47,7 +46,9 @@ from .compile import get_kernel
 from .frameworks import pointer, torch_raw_stream
 from .kernel_args import Arguments, geometry, packed, remembered
 from .launch import empty_map, enqueue, tensor_map
+from .plan import PlanCache
 from .registry import Variant, get_variant
+from .signature import array_key
 from .specs import Spec
 
 __all__ = ["grouped_matmul", "grouped_product"]
@@ -130,16 +131,37 @@ def grouped_product(a: Any, b: Any, offs: Any, params: dict[str, int] | None = N
                     out_dtype: str | None = None, scale_a: Any = None, scale_b: Any = None
                     ) -> Any:
     """The grouped product of :func:`grouped_matmul` with ``offs`` given, outside
-    autograd: checked, planned once per signature, launched. ``xgemm.torch``'s operator
-    runs it."""
-    ndims = (len(a.shape), len(b.shape))
-    kind = check_grouped_arrays(a, b, offs, scale_a, scale_b)
-    ops = tuple(_operand(x, kind) for x in (a, b, offs))
-    scales = tuple(None if x is None else _operand(x, kind) for x in (scale_a, scale_b))
-    device = grouped_device(a, b, offs, kind, scale_a, scale_b)
-    plan = _plan(*ops, *scales, ndims == (2, 2), out_dtype, device,
-                 tuple(sorted((params or {}).items())))
-    return _run(plan, a, b, offs, kind, scale_a, scale_b)
+    autograd: checked and planned once per signature, then looked up and launched.
+    ``xgemm.torch``'s operator runs it."""
+    key = _signature(a, b, offs, scale_a, scale_b, out_dtype, params)
+    found = GROUPED_PLANS.get(key) if key is not None else None
+    if found is None:
+        kind = check_grouped_arrays(a, b, offs, scale_a, scale_b)
+        ops = tuple(_operand(x, kind) for x in (a, b, offs))
+        scales = tuple(None if x is None else _operand(x, kind) for x in (scale_a, scale_b))
+        device = grouped_device(a, b, offs, kind, scale_a, scale_b)
+        found = (_plan(*ops, *scales, (len(a.shape), len(b.shape)) == (2, 2), out_dtype,
+                       device, tuple(sorted((params or {}).items()))), kind)
+        if key is not None:
+            GROUPED_PLANS.put(key, found)
+    return _run(found[0], a, b, offs, found[1], scale_a, scale_b)
+
+
+#: Grouped plans (with the arrays' framework) by signature: a call whose signature was
+#: planned before is looked up and launched, with no check repeated, as ``matmul``'s.
+GROUPED_PLANS = PlanCache(512)
+
+
+def _signature(a: Any, b: Any, offs: Any, scale_a: Any, scale_b: Any, out_dtype: str | None,
+               params: dict[str, int] | None) -> tuple | None:
+    """What a grouped call's plan depends on: each array's ``xgemm.signature.array_key``
+    (shape, strides, dtype, its address's alignment, GPU), the output's dtype and the
+    parameters; None where an array is of neither CuPy nor PyTorch."""
+    keys = tuple(None if x is None else array_key(x) for x in (a, b, offs, scale_a, scale_b))
+    if None in keys[:3] or (scale_a is not None and keys[3] is None) or (
+            scale_b is not None and keys[4] is None):
+        return None
+    return (*keys, out_dtype, tuple(sorted(params.items())) if params else ())
 
 
 def _operand(x: Any, kind: str) -> Operand:
@@ -152,12 +174,11 @@ def _operand(x: Any, kind: str) -> Operand:
     return Operand(tuple(x.shape), strides, dtype_name(x.dtype), pointer(x) % TMA_ALIGNMENT)
 
 
-@functools.lru_cache(maxsize=512)
 def _plan(a: Operand, b: Operand, ends: Operand, scale_a: Operand | None,
           scale_b: Operand | None, along_k: bool, out_dtype: str | None, device: int,
           params: tuple[tuple[str, int], ...]) -> GroupedPlan:
-    """Check a signature and plan it, once (the operands' addresses count only by how far
-    past a 16-byte boundary they lie)."""
+    """Check a signature and plan it (the operands' addresses count only by how far past
+    a 16-byte boundary they lie)."""
     shapes = (check_grouped_k if along_k else check_grouped)(a, b, ends)
     scalings = check_grouped_scales(scale_a, scale_b, shapes)
     shapes = dataclasses.replace(shapes, out_dtype=check_out_dtype(out_dtype, shapes.dtype),

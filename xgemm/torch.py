@@ -367,31 +367,64 @@ def _grouped_setup(ctx, inputs, output) -> None:
     ctx.save_for_backward(a, b, offs)
 
 
-def _grouped_backward(ctx, grad: torch.Tensor):
-    """Both gradients by the grouped products themselves, each in the layout its rung
-    reads (the tile parameters were the forward's: the backward takes the defaults).
-    Groups of rows, C = A_g B_g: dA = dC_g B_g^T (rows again), dB_g = A_g^T dC_g (along
-    K). Along K, C_g = A_g B_g over the group's tokens: dA^T = B dC_g^T and dB = A^T dC_g,
-    both groups of rows."""
-    a, b, offs = ctx.saved_tensors
+def _grouped_direct(a: torch.Tensor, b: torch.Tensor, offs: torch.Tensor, tiles: str
+                    ) -> torch.Tensor:
+    """The grouped operator's product without its dispatch: xgemm's kernels on CUDA
+    tensors, the operator itself on others (as :func:`_direct`)."""
+    if type(a) is torch.Tensor and type(b) is torch.Tensor and a.is_cuda:
+        return grouped_product(a, b, offs, _tiles(tiles))
+    return torch.ops.xgemm.grouped_mm(a, b, offs, tiles)
+
+
+def _grouped_gradients(product: Callable, a: torch.Tensor, b: torch.Tensor,
+                       offs: torch.Tensor, needs_input_grad: tuple, grad: torch.Tensor):
+    """Both gradients by the grouped products themselves (``product``: the operator, or
+    :func:`_grouped_direct`), each in the layout its rung reads (the tile parameters were
+    the forward's: the backward takes the defaults). Groups of rows, C = A_g B_g: dA =
+    dC_g B_g^T (rows again), dB_g = A_g^T dC_g (along K). Along K, C_g = A_g B_g over the
+    group's tokens: dA^T = B dC_g^T and dB = A^T dC_g, both groups of rows."""
     grad = grad.contiguous()
-    op = torch.ops.xgemm.grouped_mm
     da = db = None
     if b.dim() == 3:
-        if ctx.needs_input_grad[0]:
-            da = op(grad, b.transpose(-2, -1), offs, "")
-        if ctx.needs_input_grad[1]:
-            db = op(a.contiguous().t(), grad, offs, "")
+        if needs_input_grad[0]:
+            da = product(grad, b.transpose(-2, -1), offs, "")
+        if needs_input_grad[1]:
+            db = product(a.contiguous().t(), grad, offs, "")
     else:
-        if ctx.needs_input_grad[0]:
-            da = op(b.contiguous(), grad.transpose(-2, -1), offs, "").t()
-        if ctx.needs_input_grad[1]:
-            db = op(a.t().contiguous(), grad, offs, "")
+        if needs_input_grad[0]:
+            da = product(b.contiguous(), grad.transpose(-2, -1), offs, "").t()
+        if needs_input_grad[1]:
+            db = product(a.t().contiguous(), grad, offs, "")
     return da, db, None, None
+
+
+def _grouped_backward(ctx, grad: torch.Tensor):
+    a, b, offs = ctx.saved_tensors
+    return _grouped_gradients(torch.ops.xgemm.grouped_mm, a, b, offs, ctx.needs_input_grad,
+                              grad)
 
 
 torch.library.register_autograd("xgemm::grouped_mm", _grouped_backward,
                                setup_context=_grouped_setup, lib=_LIBRARY)
+
+
+class _GroupedEager(torch.autograd.Function):
+    """The grouped operator's forward and backward called directly where nothing traces
+    them, as :class:`_Eager` is for the product: a mixture-of-experts layer's training
+    step calls it six times, each a custom operator's dispatch fewer. A backward that
+    builds a graph (``create_graph``, for a second derivative) takes the operator, whose
+    own autograd records it."""
+
+    @staticmethod
+    def forward(ctx, a, b, offs, tiles):
+        ctx.save_for_backward(a, b, offs)
+        return _grouped_direct(a, b, offs, tiles)
+
+    @staticmethod
+    def backward(ctx, grad):
+        a, b, offs = ctx.saved_tensors
+        product = torch.ops.xgemm.grouped_mm if torch.is_grad_enabled() else _grouped_direct
+        return _grouped_gradients(product, a, b, offs, ctx.needs_input_grad, grad)
 
 
 def grouped_mm(a: torch.Tensor, b: torch.Tensor, offs: torch.Tensor, **params: int
@@ -418,7 +451,8 @@ def grouped_mm(a: torch.Tensor, b: torch.Tensor, offs: torch.Tensor, **params: i
             "or F.grouped_mm for forward-mode AD")
     a, b = _autocast(a, b)
     tiles = _tiles_text(params)
-    recording = torch.is_grad_enabled() and (a.requires_grad or b.requires_grad)
-    if recording or torch.compiler.is_compiling():
+    if torch.compiler.is_compiling() or torch._C._are_functorch_transforms_active():
         return torch.ops.xgemm.grouped_mm(a, b, offs, tiles)
+    if torch.is_grad_enabled() and (a.requires_grad or b.requires_grad):
+        return _GroupedEager.apply(a, b, offs, tiles)
     return grouped_product(a, b, offs, params)
