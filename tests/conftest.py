@@ -209,12 +209,15 @@ def variant_dtypes(dtypes=DTYPES) -> list[tuple[str, str]]:
 
 def tma_copies(name, a, b) -> tuple[str, ...]:
     """The operands a TMA rung must copy (with padded rows): those whose rows are not
-    16-byte aligned. Every other rung reads every operand here in place."""
+    16-byte aligned. Every other rung reads every operand here in place, and rung 33's
+    split writes the lines TMA reads itself."""
     import xgemm
     from xgemm.checks import layout_of
     from xgemm.operands import tma_ready
+    from xgemm.parts import reads_parts
 
-    if not xgemm.get_variant(name).tma or a.shape[-1] == 0:
+    v = xgemm.get_variant(name)
+    if not v.tma or reads_parts(v) or a.shape[-1] == 0:
         return ()
     return tuple(label for label, x in (("a", a), ("b", b))
                  if not tma_ready(x.data.ptr, layout_of(x.shape, x.strides, x.itemsize),
@@ -224,10 +227,11 @@ def tma_copies(name, a, b) -> tuple[str, ...]:
 def auto_copies(launch, a, b) -> tuple[str, ...]:
     """The operands of a single product that auto's pick must copy: those its
     ``transpose_first`` moves into the other layout, and, for a TMA rung, those read in
-    place whose rows TMA cannot read (padded)."""
+    place whose rows TMA cannot read (padded), unless its split writes them."""
     import xgemm.gpu
     from xgemm.checks import layout_of
     from xgemm.operands import tma_ready
+    from xgemm.parts import reads_parts
 
     v, p = launch.variant, launch.params
     m, k = a.shape[-2:]
@@ -237,7 +241,8 @@ def auto_copies(launch, a, b) -> tuple[str, ...]:
         layout = layout_of(x.shape, x.strides, x.itemsize)
         read = "col" if layout.col else "row"
         into = v.transposed_into(name, p, m, n, k, xgemm.gpu.multiprocessors(0))
-        if into not in (None, read) or (into is None and v.tma and k > 0
+        pads = v.tma and not reads_parts(v) and k > 0
+        if into not in (None, read) or (into is None and pads
                                         and not tma_ready(x.data.ptr, layout, x.itemsize)):
             copies.append(name)
     return tuple(copies)
