@@ -26,7 +26,7 @@ import torch
 import xgemm
 from xgemm import launch as launching
 from xgemm import plan as planning
-from xgemm import signature
+from xgemm import signature, workspaces
 
 EMPTY = r"""
 extern "C" __global__ void empty0() {}
@@ -169,7 +169,7 @@ def step_rows(calls: int, rounds: int, dtype: torch.dtype) -> dict[str, float]:
     rows["x @ w.T output new_torch_result"] = per_call_us(plan.new_torch_result, calls, rounds)
     if plan.partials_bytes:
         rows["x @ w.T split-K workspace"] = per_call_us(
-            lambda: launching._split_k(plan, stream, []), calls, rounds)
+            lambda: workspaces.split_k(plan, stream, []), calls, rounds)
     launches = next(iter(plan.recent_args.values()))
     rows["x @ w.T enqueue (memoised args)"] = per_call_us(lambda: [
         launching.enqueue(launch, args, stream) for launch, args in launches], calls, rounds)

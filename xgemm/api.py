@@ -180,14 +180,14 @@ def matmul(a: Any, b: Any, variant: str = DEFAULT_VARIANT, out: Any = None,
 
             return xgemm_torch.matmul(a, b, bias=bias, activation=activation,
                                       variant=variant, precision=precision, **params)
-    else:
-        _refuse_tangents(a, b, bias)
-        if _recording(a, b, bias):
-            raise ValueError(
-                "xgemm.matmul with out, out_dtype, scale_a, scale_b or formats records no "
-                "gradient, and a PyTorch operand requires grad: drop those arguments (the "
-                "differentiable path takes none of them), or call it under torch.no_grad() "
-                "or on detached tensors")
+    elif _differentiated(a, b, bias):
+        raise ValueError(
+            "xgemm.matmul with out, out_dtype, scale_a, scale_b or formats records no "
+            "gradient, and a PyTorch operand requires grad: drop those arguments (the "
+            "differentiable path takes none of them), or call it under torch.no_grad() "
+            "or on detached tensors")
+    if scale_a is None and scale_b is None and formats is None:  # most calls: no keywords
+        return _product(a, b, variant, out, bias, activation, precision, out_dtype, params)
     return product(a, b, variant, out, bias=bias, activation=activation, precision=precision,
                    out_dtype=out_dtype, scale_a=scale_a, scale_b=scale_b, formats=formats,
                    **params)
@@ -241,6 +241,26 @@ def _recording(a: Any, *others: Any) -> bool:
     return a.requires_grad or any(getattr(x, "requires_grad", False) for x in others)
 
 
+def _differentiated(a: Any, b: Any, bias: Any) -> bool:
+    """For a call the operators cannot express (``out``, ``out_dtype``, 8-bit scales):
+    NotImplementedError where forward-mode AD is on and one of the arrays is a dual tensor
+    (:func:`_refuse_tangents`); else whether autograd would record the product
+    (:func:`_recording`), which the caller refuses. One lookup of PyTorch's hooks for
+    both: a CuPy call pays one type test.
+
+    >>> import numpy as np
+    >>> _differentiated(np.ones((2, 2)), np.ones((2, 2)), None)
+    False
+    """
+    hooks = _torch_hooks or _hooks()
+    if hooks is None or not isinstance(a, hooks[0]):
+        return False
+    if hooks[3]._current_level >= 0:
+        _refuse_tangents(a, b, bias)
+    return hooks[2]() and (a.requires_grad or getattr(b, "requires_grad", False)
+                           or bias is not None and getattr(bias, "requires_grad", False))
+
+
 def _refuse_tangents(*arrays: Any) -> None:
     """NotImplementedError where forward-mode AD is on and one of these is a dual tensor,
     whose tangent a product outside the operator would drop."""
@@ -270,20 +290,27 @@ def product(a: Any, b: Any, variant: str = DEFAULT_VARIANT, out: Any = None,
         >>> c.shape
         (30, 30)
     """
-    if scale_a is None and scale_b is None and formats is None:  # most calls: a lookup
-        key = call_key(a, b, out, "out", bias, variant, params, activation, precision,
-                       out_dtype, False)  # and a launch, in as few frames as they take
-        plan = PLANS.get(key) if key is not None else None
-        if plan is None:
-            plan, (a, b, out, bias, _, _) = _new_plan(
-                key, a, b, Call(variant, out, "out", bias, activation, precision, out_dtype,
-                                params=params))
-        return run(plan, a, b, out, bias, 1.0, 0.0)
+    if scale_a is None and scale_b is None and formats is None:
+        return _product(a, b, variant, out, bias, activation, precision, out_dtype, params)
     scales = _scales(scale_a, scale_b, formats)
     plan, (a, b, out, bias, sa, sb) = _planned(a, b, variant, out, "out", bias, activation,
                                                precision, out_dtype, 1.0, 0.0, params, formats,
                                                scales)
     return run(plan, a, b, out, bias, scales.factor, 0.0, sa, sb)
+
+
+def _product(a: Any, b: Any, variant: str, out: Any, bias: Any, activation: str | None,
+             precision: str | None, out_dtype: str | None, params: dict[str, int]) -> Any:
+    """A product with no 8-bit scales or formats (most calls): a lookup and a launch, in
+    as few frames as they take, its arguments passed by position (keywords cost more)."""
+    key = call_key(a, b, out, "out", bias, variant, params, activation, precision,
+                   out_dtype, False)
+    plan = PLANS.get(key) if key is not None else None
+    if plan is None:
+        plan, (a, b, out, bias, _, _) = _new_plan(
+            key, a, b, Call(variant, out, "out", bias, activation, precision, out_dtype,
+                            params=params))
+    return run(plan, a, b, out, bias, 1.0, 0.0)
 
 
 def gemm(a: Any, b: Any, c: Any, alpha: float = 1.0, beta: float = 0.0, *,

@@ -12,12 +12,11 @@ synchronises with the GPU or copies between host and device.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import math
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -35,10 +34,15 @@ from .kernel_args import (
 )
 from .operands import ready_operand, tma_padded
 from .tma import INVALID_CONTEXT
+from .workspaces import (
+    FRESH_ALIGNMENT,
+    copy_buffer,
+    cuda_runtime,
+    is_capturing,
+    misaligned,
+    split_k,
+)
 
-#: What a plan assumes of the address of an array each call allocates (its output, a
-#: transposed copy): CuPy's and PyTorch's pools align their blocks to 512 bytes.
-FRESH_ALIGNMENT = 64
 #: Tensor maps kept, by address and geometry (a map is 128 bytes).
 TENSOR_MAP_CACHE_SIZE = 4096
 
@@ -140,7 +144,9 @@ def run(plan: Any, a: Any, b: Any, target: Any, bias: Any, alpha: float, beta: f
     signature) with ``alpha`` and ``beta`` (and an 8-bit product's GPU scales); returns the
     result (``target`` when given). Runs on the plan's GPU, whichever is current, and on
     the current stream of the framework the plan was made for."""
-    if _runtime().getDevice() == plan.device:
+    if cuda_runtime().getDevice() == plan.device:
+        if plan.plain:
+            return _plain(plan, a, b, target, bias, alpha, beta)
         return _launch(plan, a, b, target, bias, alpha, beta, scale_a, scale_b)
     import cupy
 
@@ -168,149 +174,6 @@ def _launch(plan: Any, a: Any, b: Any, target: Any, bias: Any, alpha: float, bet
     return _enqueued(plan, a, b, target, bias, alpha, beta, scale_a, scale_b, stream_ptr)
 
 
-#: Most bytes of split-K partial sums kept between calls, per stream and thread (shared
-#: by every split-K plan: calls on one stream run in turn); a larger need is per call.
-KEPT_WORKSPACE_BYTES = 64 * 2**20
-
-
-class _Workspace:
-    """Split-K's partial sums kept for one stream and thread: grown in place (a larger
-    array replaces the smaller, which CuPy's pool frees in stream order, handing it out
-    again only to work queued behind it), so a plan that holds it sees the new one."""
-
-    __slots__ = ("array", "nbytes", "ptr")
-
-    def __init__(self) -> None:
-        self.array, self.nbytes, self.ptr = None, 0, 0
-
-    def grow(self, nbytes: int) -> None:
-        import cupy
-
-        self.array = cupy.empty(min(max(nbytes, 2 * self.nbytes), KEPT_WORKSPACE_BYTES),
-                                dtype=np.uint8)
-        self.nbytes, self.ptr = self.array.nbytes, self.array.data.ptr
-
-
-# split-K's partials by (GPU, stream, thread); copies of operands by (..., "a" or "b")
-_workspaces: dict[tuple, _Workspace] = {}
-
-
-def _capturing(stream_ptr: int) -> bool:
-    """Whether the stream at ``stream_ptr`` is being captured into a CUDA graph (or cannot
-    say: the legacy stream while another stream captures). Asked through CuPy's runtime
-    binding, which answers with an int: every split-K call asks, and cuda-bindings' answer
-    builds an enum."""
-    runtime = _runtime()
-    try:
-        return runtime.streamIsCapturing(stream_ptr) != 0
-    except runtime.CUDARuntimeError:
-        return True
-
-
-@functools.cache
-def _runtime() -> Any:
-    """CuPy's CUDA runtime binding, which every call asks for its device (and split-K's
-    whether its stream is capturing): an import statement costs part of a microsecond."""
-    import cupy
-
-    return cupy.cuda.runtime
-
-
-@contextlib.contextmanager
-def _allocating_while_capturing() -> Iterator[None]:
-    """A context in which this thread may allocate while a stream captures a CUDA graph.
-    PyTorch captures in global or thread-local mode, where cudaMalloc (which CuPy's pool
-    calls when it has no free block) is refused and invalidates the capture; relaxed
-    mode allows it, as PyTorch's own allocator does for its graphs' pools. The mode is
-    the driver's, per thread, whichever runtime began the capture; it is put back after."""
-    from cuda.bindings import driver
-
-    relaxed = driver.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_RELAXED
-    error, previous = driver.cuThreadExchangeStreamCaptureMode(relaxed)
-    if error != driver.CUresult.CUDA_SUCCESS:
-        raise RuntimeError(f"cuThreadExchangeStreamCaptureMode failed: {error.name}")
-    try:
-        yield
-    finally:
-        driver.cuThreadExchangeStreamCaptureMode(previous)
-
-
-def _on_stream(plan: Any, stream_ptr: int) -> Any:
-    """A context in which CuPy's work goes on ``stream_ptr`` (PyTorch's for its tensors;
-    for CuPy arrays it is CuPy's current stream already)."""
-    if plan.framework == "torch":
-        return external_stream(stream_ptr, plan.device)
-    return contextlib.nullcontext()
-
-
-def _split_k(plan: Any, stream_ptr: int, keep: list) -> tuple[int, int]:
-    """The addresses of split-K's partial sums and arrival counters for a call on the
-    stream at ``stream_ptr``. The counters, per plan, stream and thread, are zeroed when
-    first asked for and left at zero by every launch (the last block or warp of a tile
-    resets its counter); the partials, up to ``KEPT_WORKSPACE_BYTES``, are one buffer per
-    stream and thread that every plan shares. Kept per stream and thread: launches on
-    two streams may overlap, and CuPy's per-thread default stream is one handle for as
-    many streams as threads. So a call on a stream it ran on before allocates nothing,
-    and finds both in one lookup. While a CUDA graph is being captured, both are made for
-    the call (the zeroing is then part of the graph) and kept with the plan, as every
-    replay writes them."""
-    key = (stream_ptr, threading.get_ident())
-    found = plan.counters.get(key)  # (the counters, their address, the partials)
-    nbytes = plan.partials_bytes
-    if found is not None and found[2].nbytes >= nbytes and not _capturing(stream_ptr):
-        return found[2].ptr, found[1]
-    import cupy
-
-    with _on_stream(plan, stream_ptr):
-        if _capturing(stream_ptr):
-            with _allocating_while_capturing():
-                partials = cupy.empty(nbytes, dtype=np.uint8)
-                counters = cupy.zeros(plan.arrivals, dtype=np.uint32)
-            plan.captured.append((partials, counters))
-            return partials.data.ptr, counters.data.ptr
-        if found is None:
-            counters = cupy.zeros(plan.arrivals, dtype=np.uint32)
-            workspace = _workspaces.setdefault((plan.device, *key), _Workspace())
-            found = plan.counters[key] = (counters, counters.data.ptr, workspace)
-        if nbytes > KEPT_WORKSPACE_BYTES:
-            partials = cupy.empty(nbytes, dtype=np.uint8)
-            keep.append(partials)
-            return partials.data.ptr, found[1]
-        if found[2].nbytes < nbytes:
-            found[2].grow(nbytes)
-        return found[2].ptr, found[1]
-
-
-def _copy_buffer(plan: Any, name: str, nbytes: int, stream_ptr: int, keep: list,
-                 capturing: bool) -> int:
-    """Where a call's transposed or padded copy of operand ``name`` goes: up to
-    ``KEPT_WORKSPACE_BYTES``, one buffer per GPU, stream, thread and operand that every
-    plan shares, as split-K's partials are (calls on one stream run in turn, so the next
-    call's copy is written after this call's product has read it), and the call
-    allocates nothing; a larger copy is the call's own (in ``keep``). While a CUDA graph
-    is being captured, the copy is made for the call and kept with the plan, as every
-    replay writes it. ``capturing``: whether the stream is being captured (``_capturing``:
-    asked once a call)."""
-    if nbytes <= KEPT_WORKSPACE_BYTES and not capturing:
-        key = (plan.device, stream_ptr, threading.get_ident(), name)
-        buffer = _workspaces.get(key) or _workspaces.setdefault(key, _Workspace())
-        if buffer.nbytes < nbytes:
-            with _on_stream(plan, stream_ptr):
-                buffer.grow(nbytes)
-            if buffer.ptr % FRESH_ALIGNMENT:
-                _misaligned(buffer.ptr)
-        return buffer.ptr
-    import cupy
-
-    with _on_stream(plan, stream_ptr), (_allocating_while_capturing() if capturing
-                                        else contextlib.nullcontext()):
-        copy = cupy.empty(nbytes, dtype=np.uint8)
-    (plan.captured if capturing else keep).append(copy)
-    if copy.data.ptr % FRESH_ALIGNMENT:
-        _misaligned(copy.data.ptr)
-    return copy.data.ptr
-
-
 def _enqueued(plan: Any, a: Any, b: Any, target: Any, bias: Any, alpha: float, beta: float,
               scale_a: Any, scale_b: Any, stream_ptr: int) -> Any:
     """Make this call's arrays, queue its launches on ``stream_ptr``; the result."""
@@ -335,7 +198,7 @@ def _enqueued(plan: Any, a: Any, b: Any, target: Any, bias: Any, alpha: float, b
     # the scales), named where its launches are built: a plain tuple per call is cheaper
     ptrs = (ptr_a, ptr_b, ptr_c)
     if plan.partials_bytes or plan.scaled:
-        ptrs += _split_k(plan, stream_ptr, keep) if plan.partials_bytes else (0, 0)
+        ptrs += split_k(plan, stream_ptr, keep) if plan.partials_bytes else (0, 0)
         if plan.scaled:
             ptrs += tuple(0 if x is None else pointer(x) for x in (scale_a, scale_b))
     # The arguments of a recent call that had these addresses and scalars are these too:
@@ -347,6 +210,43 @@ def _enqueued(plan: Any, a: Any, b: Any, target: Any, bias: Any, alpha: float, b
         enqueue(launch, args, stream_ptr)
     if staging is not None:
         view[...] = staging.reshape(view.shape)  # the shape the plan gave it (folded rows)
+    return result
+
+
+def _plain(plan: Any, a: Any, b: Any, target: Any, bias: Any, alpha: float, beta: float
+           ) -> Any:
+    """:func:`_enqueued` for a plain plan (``Plan.plain``: the product's launches on the
+    arrays as they lie, with split-K's workspace at most), on the current stream of its
+    framework: most calls, so in one frame, each step written out."""
+    keep = []  # a split-K workspace larger than the one kept, alive until queued
+    if plan.framework == "torch":
+        stream_ptr = torch_raw_stream()(plan.device)
+        ptr_a, ptr_b = a.data_ptr(), b.data_ptr()
+        result = plan.new_torch_result() if target is None else target
+        ptr_c = result.data_ptr() if target is None else pointer(target)
+    else:
+        import cupy
+
+        stream_ptr = cupy.cuda.get_current_stream().ptr
+        ptr_a, ptr_b = a.data.ptr, b.data.ptr
+        result = cupy.ndarray(plan.shapes.out, plan.c_dtype_np) if target is None else target
+        ptr_c = result.data.ptr if target is None else pointer(target)
+    if target is None and ptr_c % FRESH_ALIGNMENT:
+        misaligned(ptr_c)
+    ptrs = (ptr_a, ptr_b, ptr_c)
+    if plan.partials_bytes:
+        ptrs += split_k(plan, stream_ptr, keep)
+    ptr_bias = 0 if bias is None else pointer(bias)
+    launches = plan.recent_args.get((ptrs, ptr_bias, alpha, beta))
+    if launches is None:
+        launches = remembered(plan.recent_args, (ptrs, ptr_bias, alpha, beta),
+                              lambda: _launches(plan, Addresses(*ptrs), ptr_bias, alpha, beta))
+    launch_kernel, refused = _launcher()
+    for launch, args in launches:
+        try:
+            launch_kernel(*launch, stream_ptr, args.address, 0)
+        except refused:  # enqueue makes the context current and tries again, or says why
+            enqueue(launch, args, stream_ptr)
     return result
 
 
@@ -368,7 +268,7 @@ def _output(plan: Any, target: Any, torch_arrays: bool) -> tuple[Any, int, Any, 
             result = cupy.ndarray(plan.shapes.out, plan.c_dtype_np)
             ptr_c = result.data.ptr
         if ptr_c % FRESH_ALIGNMENT:
-            _misaligned(ptr_c)
+            misaligned(ptr_c)
     else:
         result = target
         if plan.output == "in_place":
@@ -431,12 +331,12 @@ def _padded(plan: Any, ptr_a: int, ptr_b: int, itemsize: int, keep: list, stream
             ) -> tuple[int, int]:
     """The addresses the kernel reads A and B at, for a plan that pads one or both for
     TMA by the pad kernel: their padded copies', queued in one launch."""
-    capturing = _capturing(stream_ptr)
+    capturing = is_capturing(stream_ptr)
     sources, targets, ptrs = [], [], [ptr_a, ptr_b]
     for i, prep in enumerate((plan.a, plan.b)):
         if prep.pad is not None:
             sources.append(ptrs[i])
-            ptrs[i] = _copy_buffer(plan, prep.name, prep.pad.elements * itemsize, stream_ptr,
+            ptrs[i] = copy_buffer(plan, prep.name, prep.pad.elements * itemsize, stream_ptr,
                                    keep, capturing)
             targets.append(ptrs[i])
     pad_rows(plan.pad_launch, tuple(sources), tuple(targets), stream_ptr)
@@ -446,9 +346,9 @@ def _padded(plan: Any, ptr_a: int, ptr_b: int, itemsize: int, keep: list, stream
 def _split(plan: Any, name: str, parts: Any, ptr: int, keep: list, stream_ptr: int) -> int:
     """The address of this call's TF32 parts of operand ``name`` (at ``ptr``), for rung
     33: the split pre-pass queued into a buffer of both parts (``xgemm.parts.Parts``),
-    kept as a copy's is (``_copy_buffer``)."""
-    buffer = _copy_buffer(plan, f"{name} parts", 2 * parts.span * 4, stream_ptr, keep,
-                          _capturing(stream_ptr))
+    kept as a copy's is (``workspaces.copy_buffer``)."""
+    buffer = copy_buffer(plan, f"{name} parts", 2 * parts.span * 4, stream_ptr, keep,
+                          is_capturing(stream_ptr))
     args = remembered(parts.recent_args, (ptr, buffer),
                       lambda: Arguments([ptr, buffer, *parts.sizes]))
     enqueue(parts.launch, args, stream_ptr)
@@ -461,8 +361,8 @@ def _copy_pointer(plan: Any, prep: Any, x: Any, keep: list, stream_ptr: int) -> 
     (kept alive in ``keep``)."""
     if prep.transpose is not None:
         t = prep.transpose
-        address = _copy_buffer(plan, prep.name, math.prod(t.shape) * t.dtype.itemsize,
-                               stream_ptr, keep, _capturing(stream_ptr))
+        address = copy_buffer(plan, prep.name, math.prod(t.shape) * t.dtype.itemsize,
+                               stream_ptr, keep, is_capturing(stream_ptr))
         args = remembered(t.recent_args, (pointer(x), address),
                            lambda: Arguments([pointer(x), address, *t.sizes]))
         enqueue(t.launch, args, stream_ptr)
@@ -473,11 +373,3 @@ def _copy_pointer(plan: Any, prep: Any, x: Any, keep: list, stream_ptr: int) -> 
         full, layout = tma_padded(full, layout)
     keep.append(full)
     return full.data.ptr
-
-
-def _misaligned(ptr: int) -> None:
-    raise RuntimeError(
-        f"the memory pool returned an array at {ptr:#x}, not a multiple of {FRESH_ALIGNMENT} "
-        "bytes, and xgemm plans its outputs and copies for that alignment: use CuPy's (or "
-        "PyTorch's) default allocator, or one that aligns its blocks to 256 bytes as "
-        "cudaMalloc does")

@@ -16,7 +16,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import threading
-from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -153,6 +152,15 @@ class Plan:
                         for x in (self.a, self.b))
                     or self.output == "staging" or self.copy_bias)
 
+    @functools.cached_property
+    def plain(self) -> bool:
+        """Whether a call runs only the product's launches on the arrays as they lie
+        (split-K's workspace at most; no pad, copy, split, staging or 8-bit scales), as
+        most do: ``xgemm.launch`` runs those by its short path."""
+        return (self.pad_launch is None and not self.a.copied and not self.b.copied
+                and self.parts is None and self.output != "staging" and not self.copy_bias
+                and not self.scaled and bool(self.chunks))
+
     def kernel(self):
         """The compiled ``cupy.RawKernel`` (compiled now unless the cache has it)."""
         import cupy
@@ -173,33 +181,34 @@ class Plan:
 
 # -- the plan cache --------------------------------------------------------------------------
 class PlanCache:
-    """Plans by signature: bounded (least recently used go first) and thread-safe."""
+    """Plans by signature, bounded and thread-safe: when full, the oldest plan not looked
+    up since it was last passed over goes (second chance, approximately least recently
+    used); a hit only marks its entry, where a move would hash the signature again."""
 
     def __init__(self, size: int = PLAN_CACHE_SIZE) -> None:
         self.size = size
-        self._plans: OrderedDict[tuple, Plan] = OrderedDict()
+        self._plans: dict[tuple, list] = {}  # signature -> [plan, looked up since passed]
         self._lock = threading.Lock()
         self.hits = self.misses = 0
 
     def get(self, key: tuple) -> Plan | None:
-        # No lock: every call looks up, and each dictionary operation is atomic under the
-        # GIL; a plan another thread drops meanwhile is simply not moved.
-        plan = self._plans.get(key)
-        if plan is None:
+        # No lock: every call looks up, and each operation here is atomic under the GIL
+        entry = self._plans.get(key)
+        if entry is None:
             self.misses += 1
             return None
         self.hits += 1
-        try:  # not contextlib.suppress: a context manager costs more than the move
-            self._plans.move_to_end(key)
-        except KeyError:  # dropped by another thread meanwhile
-            return plan
-        return plan
+        entry[1] = True
+        return entry[0]
 
     def put(self, key: tuple, plan: Plan) -> None:
         with self._lock:
-            self._plans[key] = plan
-            if len(self._plans) > self.size:
-                self._plans.popitem(last=False)
+            self._plans[key] = [plan, False]
+            while len(self._plans) > self.size:
+                oldest, entry = next(iter(self._plans.items()))
+                if self._plans.pop(oldest)[1]:  # looked up since passed over: kept, newest
+                    entry[1] = False
+                    self._plans[oldest] = entry
 
     def clear(self) -> None:
         with self._lock:
