@@ -181,15 +181,19 @@ def _enqueued(plan: Any, a: Any, b: Any, target: Any, bias: Any, alpha: float, b
     torch_arrays = plan.framework == "torch"
     ptr_a = a.data_ptr() if torch_arrays else a.data.ptr
     ptr_b = b.data_ptr() if torch_arrays else b.data.ptr
+    # whether the stream is capturing a CUDA graph (the copies' buffers are then the
+    # call's own): asked once, and only by a call that copies
+    capturing = (plan.pad_launch is not None or plan.a.copied or plan.b.copied
+                 or plan.parts is not None) and is_capturing(stream_ptr)
     if plan.pad_launch is not None:
-        ptr_a, ptr_b = _padded(plan, ptr_a, ptr_b, a.itemsize, keep, stream_ptr)
+        ptr_a, ptr_b = _padded(plan, ptr_a, ptr_b, a.itemsize, keep, stream_ptr, capturing)
     if plan.a.copied and plan.a.pad is None:
-        ptr_a = _copy_pointer(plan, plan.a, a, keep, stream_ptr)
+        ptr_a = _copy_pointer(plan, plan.a, a, keep, stream_ptr, capturing)
     if plan.b.copied and plan.b.pad is None:
-        ptr_b = _copy_pointer(plan, plan.b, b, keep, stream_ptr)
+        ptr_b = _copy_pointer(plan, plan.b, b, keep, stream_ptr, capturing)
     if plan.parts is not None:  # rung 33 reads A's and B's TF32 parts, split first
-        ptr_a = _split(plan, "a", plan.parts[0], ptr_a, keep, stream_ptr)
-        ptr_b = _split(plan, "b", plan.parts[1], ptr_b, keep, stream_ptr)
+        ptr_a = _split(plan, "a", plan.parts[0], ptr_a, keep, stream_ptr, capturing)
+        ptr_b = _split(plan, "b", plan.parts[1], ptr_b, keep, stream_ptr, capturing)
     result, ptr_c, staging, view = _output(plan, target, torch_arrays)
     if not plan.chunks:
         return result
@@ -327,11 +331,10 @@ def _extra(ptrs: Addresses, arg: ExtraArg) -> int | ByValue:
     return address if arg.geometry is None else tensor_map(address, *arg.geometry)
 
 
-def _padded(plan: Any, ptr_a: int, ptr_b: int, itemsize: int, keep: list, stream_ptr: int
-            ) -> tuple[int, int]:
+def _padded(plan: Any, ptr_a: int, ptr_b: int, itemsize: int, keep: list, stream_ptr: int,
+            capturing: bool) -> tuple[int, int]:
     """The addresses the kernel reads A and B at, for a plan that pads one or both for
     TMA by the pad kernel: their padded copies', queued in one launch."""
-    capturing = is_capturing(stream_ptr)
     sources, targets, ptrs = [], [], [ptr_a, ptr_b]
     for i, prep in enumerate((plan.a, plan.b)):
         if prep.pad is not None:
@@ -343,26 +346,28 @@ def _padded(plan: Any, ptr_a: int, ptr_b: int, itemsize: int, keep: list, stream
     return ptrs[0], ptrs[1]
 
 
-def _split(plan: Any, name: str, parts: Any, ptr: int, keep: list, stream_ptr: int) -> int:
+def _split(plan: Any, name: str, parts: Any, ptr: int, keep: list, stream_ptr: int,
+           capturing: bool) -> int:
     """The address of this call's TF32 parts of operand ``name`` (at ``ptr``), for rung
     33: the split pre-pass queued into a buffer of both parts (``xgemm.parts.Parts``),
     kept as a copy's is (``workspaces.copy_buffer``)."""
     buffer = copy_buffer(plan, f"{name} parts", 2 * parts.span * 4, stream_ptr, keep,
-                          is_capturing(stream_ptr))
+                         capturing)
     args = remembered(parts.recent_args, (ptr, buffer),
                       lambda: Arguments([ptr, buffer, *parts.sizes]))
     enqueue(parts.launch, args, stream_ptr)
     return buffer
 
 
-def _copy_pointer(plan: Any, prep: Any, x: Any, keep: list, stream_ptr: int) -> int:
+def _copy_pointer(plan: Any, prep: Any, x: Any, keep: list, stream_ptr: int,
+                  capturing: bool) -> int:
     """The address of this call's copy of operand ``x``, for a plan that says it must be
     copied or transposed into its fast layout, or padded where the pad kernel cannot
     (kept alive in ``keep``)."""
     if prep.transpose is not None:
         t = prep.transpose
         address = copy_buffer(plan, prep.name, math.prod(t.shape) * t.dtype.itemsize,
-                               stream_ptr, keep, is_capturing(stream_ptr))
+                              stream_ptr, keep, capturing)
         args = remembered(t.recent_args, (pointer(x), address),
                            lambda: Arguments([pointer(x), address, *t.sizes]))
         enqueue(t.launch, args, stream_ptr)
