@@ -25,14 +25,16 @@ gpu = pytest.mark.gpu
 
 
 # -- no GPU needed -----------------------------------------------------------------------
-def test_the_cache_is_bounded_and_least_recently_used_goes_first():
+def test_the_cache_is_bounded_and_drops_a_plan_not_looked_up_lately():
     cache = planning.PlanCache(size=3)
     for key in "abc":
         cache.put(key, key.upper())
-    assert cache.get("a") == "A"  # now the most recently used
+    assert cache.get("a") == "A"  # looked up: passed over once
     cache.put("d", "D")
     assert cache.get("b") is None and [cache.get(k) for k in "acd"] == ["A", "C", "D"]
     assert len(cache) == 3 and (cache.hits, cache.misses) == (4, 1)
+    cache.put("e", "E")  # every plan looked up since (c, a, d): c goes, never the new one
+    assert cache.get("c") is None and [cache.get(k) for k in "ade"] == ["A", "D", "E"]
 
 
 def test_a_variant_declares_its_extra_arguments():

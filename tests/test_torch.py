@@ -296,12 +296,13 @@ def test_reduce_overhead_training_steps_match_eager():
         model.zero_grad(set_to_none=True)
 
 
-@pytest.mark.parametrize("call", ["xgemm.torch.matmul", "xgemm.matmul", "out", "gemm",
-                                  "xgemm.torch.grouped_mm", "xgemm.grouped_matmul"])
+@pytest.mark.parametrize("call", ["xgemm.torch.matmul", "xgemm.matmul", "out", "out, b dual",
+                                  "gemm", "xgemm.torch.grouped_mm", "xgemm.grouped_matmul"])
 def test_forward_mode_ad_is_refused(cpu_reference, call):
     """A dual tensor's tangent is not dropped in silence: forward-mode AD is refused, by
     every entry point (xgemm.matmul and grouped_matmul route it to the operators; out=
-    and gemm refuse it before anything is checked: these are CPU tensors)."""
+    and gemm refuse it before anything is checked: these are CPU tensors), whichever
+    operand is dual."""
     from torch.autograd import forward_ad
 
     a, b = torch.randn(3, 4, dtype=torch.float64), torch.randn(4, 2, dtype=torch.float64)
@@ -312,6 +313,7 @@ def test_forward_mode_ad_is_refused(cpu_reference, call):
     run = {"xgemm.torch.matmul": lambda x: xt.matmul(x, b),
            "xgemm.matmul": lambda x: xgemm.matmul(x, b),
            "out": lambda x: xgemm.matmul(x, b, out=c),
+           "out, b dual": lambda x: xgemm.matmul(a.numpy()[:2], x.T, out=c[:2]),
            "gemm": lambda x: xgemm.gemm(x, b, c),
            "xgemm.torch.grouped_mm": lambda x: xt.grouped_mm(x, experts, ends),
            "xgemm.grouped_matmul": lambda x: xgemm.grouped_matmul(x, experts, offs=ends)}[call]

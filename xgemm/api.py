@@ -246,19 +246,20 @@ def _differentiated(a: Any, b: Any, bias: Any) -> bool:
     NotImplementedError where forward-mode AD is on and one of the arrays is a dual tensor
     (:func:`_refuse_tangents`); else whether autograd would record the product
     (:func:`_recording`), which the caller refuses. One lookup of PyTorch's hooks for
-    both: a CuPy call pays one type test.
+    both: a CuPy call pays an attribute read and a type test.
 
     >>> import numpy as np
     >>> _differentiated(np.ones((2, 2)), np.ones((2, 2)), None)
     False
     """
     hooks = _torch_hooks or _hooks()
-    if hooks is None or not isinstance(a, hooks[0]):
+    if hooks is None:
         return False
-    if hooks[3]._current_level >= 0:
+    if hooks[3]._current_level >= 0:  # any of them may be dual, a's framework aside
         _refuse_tangents(a, b, bias)
-    return hooks[2]() and (a.requires_grad or getattr(b, "requires_grad", False)
-                           or bias is not None and getattr(bias, "requires_grad", False))
+    return isinstance(a, hooks[0]) and hooks[2]() and (
+        a.requires_grad or getattr(b, "requires_grad", False)
+        or bias is not None and getattr(bias, "requires_grad", False))
 
 
 def _refuse_tangents(*arrays: Any) -> None:

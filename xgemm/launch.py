@@ -75,13 +75,21 @@ def enqueue(launch: tuple, args: Arguments, stream_ptr: int) -> None:
     try:
         launch_kernel(*launch, stream_ptr, args.address, 0)
     except refused as error:
-        if error.status != INVALID_CONTEXT:
-            raise RuntimeError(f"cuLaunchKernel refused the launch: {error}") from None
-        _make_context_current()
-        try:
-            launch_kernel(*launch, stream_ptr, args.address, 0)
-        except refused as again:
-            raise RuntimeError(f"cuLaunchKernel refused the launch: {again}") from None
+        _refused(error, launch, args, stream_ptr)
+
+
+def _refused(error: Exception, launch: tuple, args: Arguments, stream_ptr: int) -> None:
+    """After the driver refused a launch with ``error``: launched again where this thread
+    had no current context (a pool's worker), else RuntimeError with the driver's
+    reason."""
+    launch_kernel, refused = _launcher()
+    if error.status != INVALID_CONTEXT:
+        raise RuntimeError(f"cuLaunchKernel refused the launch: {error}") from None
+    _make_context_current()
+    try:
+        launch_kernel(*launch, stream_ptr, args.address, 0)
+    except refused as again:
+        raise RuntimeError(f"cuLaunchKernel refused the launch: {again}") from None
 
 
 def pad_rows(pads: Any, sources: tuple[int, ...], targets: tuple[int, ...],
@@ -181,10 +189,11 @@ def _enqueued(plan: Any, a: Any, b: Any, target: Any, bias: Any, alpha: float, b
     torch_arrays = plan.framework == "torch"
     ptr_a = a.data_ptr() if torch_arrays else a.data.ptr
     ptr_b = b.data_ptr() if torch_arrays else b.data.ptr
-    # whether the stream is capturing a CUDA graph (the copies' buffers are then the
-    # call's own): asked once, and only by a call that copies
-    capturing = (plan.pad_launch is not None or plan.a.copied or plan.b.copied
-                 or plan.parts is not None) and is_capturing(stream_ptr)
+    # whether the stream is capturing a CUDA graph (the buffers of the copies xgemm's
+    # kernels make are then the call's own): asked once, by a call that makes some
+    capturing = (plan.pad_launch is not None or plan.parts is not None
+                 or any(x.copied and x.transpose is not None for x in (plan.a, plan.b))
+                 ) and is_capturing(stream_ptr)
     if plan.pad_launch is not None:
         ptr_a, ptr_b = _padded(plan, ptr_a, ptr_b, a.itemsize, keep, stream_ptr, capturing)
     if plan.a.copied and plan.a.pad is None:
@@ -249,8 +258,8 @@ def _plain(plan: Any, a: Any, b: Any, target: Any, bias: Any, alpha: float, beta
     for launch, args in launches:
         try:
             launch_kernel(*launch, stream_ptr, args.address, 0)
-        except refused:  # enqueue makes the context current and tries again, or says why
-            enqueue(launch, args, stream_ptr)
+        except refused as error:
+            _refused(error, launch, args, stream_ptr)
     return result
 
 

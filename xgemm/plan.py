@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import threading
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -71,7 +72,7 @@ from .specs import DTYPES, EIGHT_BIT, Spec, check_eight_bit_spec, default_output
 if TYPE_CHECKING:
     import cupy
 
-#: Plans kept (least recently used dropped first).
+#: Plans kept (when full, one not looked up lately is dropped: ``PlanCache``).
 PLAN_CACHE_SIZE = 2048
 
 
@@ -117,18 +118,15 @@ class Plan:
     arrivals: int = 0               # its arrival counters
     # split-K's counters (``arrivals`` of them) per CUDA stream and thread, zeroed once,
     # with the partials they share, and what calls captured in CUDA graphs made
-    # (xgemm.launch)
     counters: dict = field(default_factory=dict, repr=False)
     captured: list = field(default_factory=list, repr=False)
-    acc_code: str = "f"             # the accumulators' C type, as ``struct`` writes it:
-    #                                 alpha and beta are passed so
+    acc_code: str = "f"             # the accumulators' C type (``struct``'s): alpha's, beta's
     unit: tuple = ()                # alpha = 1, beta = 0 in that type (matmul's), packed
     c_dtype_np: Any = None          # the output's dtype, NumPy's
     # A new PyTorch result (PyTorch's allocator, in its stream order): new_empty of an
-    # empty tensor of its dtype on the plan's GPU, which takes less host time than
-    # torch.empty parsing a dtype and a device. Empty, it holds no memory: a plan made
-    # while torch.compile's CUDA graphs warm up would otherwise keep a block of their
-    # pool, which they refuse ("tensors in the cudagraph pool not tracked as outputs")
+    # empty tensor of its dtype on the plan's GPU, cheaper than torch.empty parsing a
+    # dtype and a device. Empty, it holds no memory: one made while torch.compile's CUDA
+    # graphs warm up would keep a block of their pool, which they refuse
     new_torch_result: Callable[[], Any] | None = field(default=None, repr=False)
     scaled: bool = False            # its kernel takes scale_a and scale_b (8-bit)
     _function: Any = field(default=None, repr=False)
@@ -154,9 +152,8 @@ class Plan:
 
     @functools.cached_property
     def plain(self) -> bool:
-        """Whether a call runs only the product's launches on the arrays as they lie
-        (split-K's workspace at most; no pad, copy, split, staging or 8-bit scales), as
-        most do: ``xgemm.launch`` runs those by its short path."""
+        """Whether a call only launches the product on its arrays as they lie, as most do
+        (split-K's workspace at most): ``xgemm.launch`` runs those by its short path."""
         return (self.pad_launch is None and not self.a.copied and not self.b.copied
                 and self.parts is None and self.output != "staging" and not self.copy_bias
                 and not self.scaled and bool(self.chunks))
@@ -187,7 +184,7 @@ class PlanCache:
 
     def __init__(self, size: int = PLAN_CACHE_SIZE) -> None:
         self.size = size
-        self._plans: dict[tuple, list] = {}  # signature -> [plan, looked up since passed]
+        self._plans: OrderedDict[tuple, list] = OrderedDict()  # [plan, looked up since]
         self._lock = threading.Lock()
         self.hits = self.misses = 0
 
@@ -203,12 +200,15 @@ class PlanCache:
 
     def put(self, key: tuple, plan: Plan) -> None:
         with self._lock:
-            self._plans[key] = [plan, False]
-            while len(self._plans) > self.size:
+            chances = self.size  # more only where other threads mark plans meanwhile
+            while key not in self._plans and len(self._plans) >= self.size:
                 oldest, entry = next(iter(self._plans.items()))
-                if self._plans.pop(oldest)[1]:  # looked up since passed over: kept, newest
-                    entry[1] = False
-                    self._plans[oldest] = entry
+                if entry[1] and chances:  # looked up since passed over: kept, newest
+                    entry[1], chances = False, chances - 1
+                    self._plans.move_to_end(oldest)
+                else:
+                    del self._plans[oldest]
+            self._plans[key] = [plan, False]
 
     def clear(self) -> None:
         with self._lock:

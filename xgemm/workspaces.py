@@ -50,8 +50,8 @@ _workspaces: dict[tuple, _Workspace] = {}
 def is_capturing(stream_ptr: int) -> bool:
     """Whether the stream at ``stream_ptr`` is being captured into a CUDA graph (or cannot
     say: the legacy stream while another stream captures). Asked through CuPy's runtime
-    binding, which answers with an int: every split-K call asks, and cuda-bindings' answer
-    builds an enum."""
+    binding, which answers with an int: every split-K call asks, and every call that
+    copies an operand by xgemm's kernels, where cuda-bindings' answer builds an enum."""
     runtime = cuda_runtime()
     try:
         return runtime.streamIsCapturing(stream_ptr) != 0
@@ -134,15 +134,15 @@ def split_k(plan: Any, stream_ptr: int, keep: list) -> tuple[int, int]:
 
 
 def copy_buffer(plan: Any, name: str, nbytes: int, stream_ptr: int, keep: list,
-                 capturing: bool) -> int:
+                capturing: bool) -> int:
     """Where a call's transposed or padded copy of operand ``name`` goes: up to
     ``KEPT_WORKSPACE_BYTES``, one buffer per GPU, stream, thread and operand that every
     plan shares, as split-K's partials are (calls on one stream run in turn, so the next
     call's copy is written after this call's product has read it), and the call
     allocates nothing; a larger copy is the call's own (in ``keep``). While a CUDA graph
     is being captured, the copy is made for the call and kept with the plan, as every
-    replay writes it. ``capturing``: whether the stream is being captured (``is_capturing``:
-    asked once a call)."""
+    replay writes it. ``capturing``: whether the stream is being captured (``is_capturing``,
+    asked once for a call's copies)."""
     if nbytes <= KEPT_WORKSPACE_BYTES and not capturing:
         key = (plan.device, stream_ptr, threading.get_ident(), name)
         buffer = _workspaces.get(key) or _workspaces.setdefault(key, _Workspace())
@@ -155,7 +155,7 @@ def copy_buffer(plan: Any, name: str, nbytes: int, stream_ptr: int, keep: list,
     import cupy
 
     with on_stream(plan, stream_ptr), (allocating_while_capturing() if capturing
-                                        else contextlib.nullcontext()):
+                                       else contextlib.nullcontext()):
         copy = cupy.empty(nbytes, dtype=np.uint8)
     (plan.captured if capturing else keep).append(copy)
     if copy.data.ptr % FRESH_ALIGNMENT:
@@ -163,9 +163,9 @@ def copy_buffer(plan: Any, name: str, nbytes: int, stream_ptr: int, keep: list,
     return copy.data.ptr
 
 
-
-
 def misaligned(ptr: int) -> None:
+    """RuntimeError for an array the memory pool handed out at ``ptr``, short of the
+    alignment plans assume (``FRESH_ALIGNMENT``), naming the fix."""
     raise RuntimeError(
         f"the memory pool returned an array at {ptr:#x}, not a multiple of {FRESH_ALIGNMENT} "
         "bytes, and xgemm plans its outputs and copies for that alignment: use CuPy's (or "
