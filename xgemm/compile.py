@@ -125,12 +125,8 @@ def split_kernel(device: int, transposed: bool = False):
 
     >>> kernel = split_kernel(0, transposed=True)  # doctest: +SKIP
     """
-    import cupy
-
-    name = "xgemm_split_tf32_transposed" if transposed else "xgemm_split_tf32"
-    kernel = cupy.RawKernel(split_source(), name, options=nvrtc_options())
-    kernel.compile()  # now, for the current device, so that errors surface here
-    return kernel
+    return _compiled(split_source(),
+                     "xgemm_split_tf32_transposed" if transposed else "xgemm_split_tf32")
 
 
 @functools.cache
@@ -144,10 +140,16 @@ def pad_kernel(device: int):
 
     >>> kernel = pad_kernel(0)  # doctest: +SKIP
     """
+    return _compiled(pad_source(), "xgemm_pad_rows")
+
+
+def _compiled(source: str, name: str):
+    """Kernel ``name`` of one of xgemm's own pre-passes, compiled now for the current
+    device, so that errors surface here rather than at its first launch."""
     import cupy
 
-    kernel = cupy.RawKernel(pad_source(), "xgemm_pad_rows", options=nvrtc_options())
-    kernel.compile()  # now, for the current device, so that errors surface here
+    kernel = cupy.RawKernel(source, name, options=nvrtc_options())
+    kernel.compile()
     return kernel
 
 

@@ -318,8 +318,7 @@ def _operands(a: Any, b: Any, v: Variant | None, params: dict[str, int], formats
     """a and b checked (``checks.check_operands``): each as the call's framework holds it
     and as a CuPy view, the product's dtype, B's where it differs (8-bit), its shapes."""
     metas = (meta(a, "a"), meta(b, "b"))
-    # Checked before any conversion where the arrays say what they are without one
-    # (DLPack objects such as PyTorch tensors: after it)
+    # Checked before any conversion where the arrays say what they are (DLPack: after)
     checked = check_operands(*metas, v, params, formats) if None not in metas else None
     if checked is not None:
         check_precision_for(precision, checked[0])
@@ -329,7 +328,8 @@ def _operands(a: Any, b: Any, v: Variant | None, params: dict[str, int], formats
         formats = torch_formats(a, b, formats)
     dtype, b_dtype, shapes = checked or check_operands(
         Meta(ca.shape, ca.dtype), Meta(cb.shape, cb.dtype), v, params, formats)
-    check_precision_for(precision, dtype)
+    if checked is None:  # checked above where the arrays told their dtype
+        check_precision_for(precision, dtype)
     return a, b, ca, cb, dtype, b_dtype, shapes
 
 
