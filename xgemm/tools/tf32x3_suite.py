@@ -24,11 +24,15 @@ from typing import Any
 from . import markdown, overhead
 from .bench import relative_error
 
+#: The operands' dtype (``xgemm bench --suite tf32x3`` takes no other).
+DTYPE = "float32"
 #: (label, M, N, K, input kind, B column-major)
 CASES = [(f"{s}^3 {'NT' if col else 'NN'}", s, s, s, "normal", col)
          for s in (4096, 8192) for col in (True, False)] + [
     (f"2048x2048x{k} {kind}", 2048, 2048, k, kind, True)
     for kind in ("normal", "uniform", "scaled_rows", "cancel") for k in (16, 256, 4096, 65536)]
+#: Rows a run writes: one a case.
+ROWS = len(CASES)
 
 
 #: The 3xTF32 rungs, timed by name beside auto's pick: rung number -> variant.
