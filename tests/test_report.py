@@ -58,6 +58,11 @@ def results_dir(tmp_path: Path) -> Path:
     (directory / "decoder.json").write_text(json.dumps({"machine": MACHINE, "torch_suite": [
         {"part": "decode", "dtype": "bfloat16", "case": "decode 1 x 2048", "pytorch_ms": 2.3,
          "xgemm_ms": 2.5, "x": 0.92}]}))
+    tf32x3 = {"variant": "wgmma_tf32x3_parts", "tflops": 112.0, "sgemm_ms": 2.2,
+              "tf32x3_ms": 1.0, "sgemm_error": 1e-6, "tf32x3_error": 3e-7, "tf32_error": 8e-4}
+    (directory / "tf32x3.json").write_text(json.dumps({"machine": MACHINE, "tf32x3_suite": [
+        {**tf32x3, "case": "called", "cublas_call_ms": 2.3, "auto_call_ms": 1.15},
+        {**tf32x3, "case": "launched", "sgemm_call_ms": 2.3, "tf32x3_call_ms": 1.0}]}))
     (directory / "float32.png").write_bytes(b"")
     (directory / "sweeps").mkdir()  # not read
     (directory / "sweeps" / "x.json").write_text("[]")
@@ -115,6 +120,16 @@ def test_machine_figures_call_cost_and_decoder(results_dir: Path):
     assert report.torch_suite_table(results).splitlines()[2] == (
         "| bfloat16 | decode 1 x 2048 | 2.300 | 2.500 | 0.92x | NVIDIA H100 80GB HBM3 | abc1234 |")
     assert "| float16 | 16x4096x4096 | `wgmma` | 0.0188 | 0.0264 | 1.74 |" in cost
+
+
+def test_an_own_suite_file_renders_its_table(results_dir: Path):
+    """A suite of its own cases is found by its key and drawn by its module's table: the
+    tf32x3 suite's call column where its file timed whole calls, "-" where it timed a
+    prepared launch."""
+    rows = report.own_suite_table(report.load(results_dir), "tf32x3").splitlines()
+    assert rows[2].startswith("| called | wgmma_tf32x3_parts | 112 | 2.20x | 2.00x |")
+    assert rows[3].startswith("| launched | wgmma_tf32x3_parts | 112 | 2.20x | - |")
+    assert rows[-1] == "NVIDIA H100 80GB HBM3, commit abc1234."
 
 
 def test_check_and_write(results_dir: Path, tmp_path: Path, capsys):

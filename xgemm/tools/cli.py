@@ -17,6 +17,7 @@ from .commands import (
     run_tune,
     shape_argument,
 )
+from .results import OWN_SUITES
 from .suite import PARTS
 
 
@@ -46,8 +47,7 @@ def parser() -> argparse.ArgumentParser:
                             "call (64^3, float32/float16/bfloat16, CuPy and PyTorch inputs, "
                             "with and without out=) and queued time per call (1024^3, "
                             "16x4096x4096), beside cupy.matmul and torch.matmul")
-    bench.add_argument("--suite", choices=(*PARTS, "random", "models", "torch", "grouped",
-                                           "tf32x3"),
+    bench.add_argument("--suite", choices=(*PARTS, "random", "models", "torch", *OWN_SUITES),
                        help="auto against cuBLAS on one part of the practitioner's suite "
                             "(xgemm.tools.suite): kernel time and queued time per call; 'random' "
                             "(a seeded sample of shapes) and 'models' (public models' "

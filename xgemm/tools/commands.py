@@ -19,6 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from .machine import machine_info
+from .results import OWN_SUITES, own_suite
 
 #: The square sizes ``xgemm bench`` runs where none are given.
 DEFAULT_SIZES = (128, 256, 512, 1024, 2048, 4096, 8192)
@@ -305,22 +306,19 @@ def _bench_own_cases(args: argparse.Namespace) -> int:
     tf32x3 (float32 as three TF32 products against SGEMM)."""
     if args.family or args.sizes or args.shapes or args.variants or args.precision \
             or args.overhead or args.csv or args.plot or args.roofline \
-            or args.dtype not in (None, {"grouped": "bfloat16", "tf32x3": "float32"}[args.suite]):
+            or args.dtype not in (None, own_suite(args.suite).DTYPE):
         _usage_error(f"--suite {args.suite} measures its own cases; it takes --json only")
     os.environ["CUPY_TF32"] = "0"  # before CuPy's first float32 product: SGEMM
     if not need_gpu("bench"):
         return 2
-    from . import grouped_suite, tf32x3_suite
-
-    suite, cases = ((grouped_suite, 2 * len(grouped_suite.CASES)) if args.suite == "grouped"
-                    else (tf32x3_suite, len(tf32x3_suite.CASES)))
-    return _own_cases(args, f"{args.suite}_suite", cases, suite.run, suite.table)
+    suite = own_suite(args.suite)
+    return _own_cases(args, f"{args.suite}_suite", suite.ROWS, suite.run, suite.table)
 
 
 def _bench_suite(args: argparse.Namespace) -> int:
     if args.suite == "torch":
         return _bench_torch_suite(args)
-    if args.suite in ("grouped", "tf32x3"):
+    if args.suite in OWN_SUITES:
         return _bench_own_cases(args)
     args.dtype = args.dtype or "float32"
     if args.suite in ("random", "models"):

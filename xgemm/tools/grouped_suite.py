@@ -25,11 +25,15 @@ from . import markdown
 # (name, groups, rows, K, N): many experts of few tokens (three sizes), Mixtral-8x7B's
 # up-projection (4096 tokens, two experts each) and a DeepSeek-V3-like layer (256 experts,
 # 4096 tokens, eight each)
+#: The operands' dtype (``xgemm bench --suite grouped`` takes no other).
+DTYPE = "bfloat16"
 CASES = [("8 x 4096 x 2048 -> 768", 8, 4096, 2048, 768),
          ("64 x 8192 x 2048 -> 1408", 64, 8192, 2048, 1408),
          ("128 x 16384 x 4096 -> 1536", 128, 16384, 4096, 1536),
          ("Mixtral 8 x 8192 x 4096 -> 14336", 8, 8192, 4096, 14336),
          ("DeepSeek-V3 256 x 32768 x 7168 -> 2048", 256, 32768, 7168, 2048)]
+#: Rows a run writes: each case evenly and skewedly routed.
+ROWS = 2 * len(CASES)
 
 
 def counts_of(groups: int, rows: int, routing: str, seed: int = 0) -> list[int]:

@@ -40,7 +40,7 @@ from typing import Any
 
 from . import markdown
 from .ladder_table import escape, ladder_table  # (which registers the ladder)
-from .results import Results, load
+from .results import OWN_SUITES, Results, load, own_suite
 from .suite import PARTS, geomean
 
 #: The repository xgemm is imported from (README.md and bench/ beside the package).
@@ -308,9 +308,7 @@ def own_suite_table(results: Results, suite: str) -> str:
     data = results.own_suites.get(suite)
     if not data:
         return f"No {suite} runs (`xgemm bench --suite {suite} --json FILE`)."
-    import importlib
-
-    table = importlib.import_module(f"{__package__}.{suite}_suite").table
+    table = own_suite(suite).table
     machine = data.get("machine", {})
     return (table(data[f"{suite}_suite"]) + f"\n\n{machine.get('gpu', '?')},"
             f" commit {machine.get('commit', 'unknown')}.")
@@ -329,8 +327,7 @@ def render(results: Results, readme_dir: str | os.PathLike[str] = REPO) -> dict[
             "suite": suite_table(results), "generalisation": generalisation_table(results),
             "training": training_table(results, readme_dir),
             "torch_suite": torch_suite_table(results),
-            "grouped_suite": own_suite_table(results, "grouped"),
-            "tf32x3_suite": own_suite_table(results, "tf32x3")}
+            **{f"{name}_suite": own_suite_table(results, name) for name in OWN_SUITES}}
 
 
 def update(text: str, regions: Mapping[str, str]) -> str:

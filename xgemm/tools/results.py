@@ -24,8 +24,20 @@ from ..registry import get_variant
 COLUMNS = ("float32", "tf32", "float16", "bfloat16", "float64")
 
 
-#: The suites of their own cases whose files README shows (``xgemm bench --suite NAME``).
+#: The suites of their own cases whose files README shows (``xgemm bench --suite NAME``):
+#: each a module ``xgemm.tools.NAME_suite`` with ``DTYPE``, ``ROWS``, ``run`` and ``table``.
 OWN_SUITES = ("grouped", "tf32x3")
+
+
+def own_suite(name: str) -> Any:
+    """The module of suite ``name`` of :data:`OWN_SUITES`.
+
+    >>> own_suite("tf32x3").DTYPE
+    'float32'
+    """
+    import importlib
+
+    return importlib.import_module(f"{__package__}.{name}_suite")
 
 
 @dataclass

@@ -4,30 +4,35 @@ with TF32 off) on the same data, time and error side by side, each 3xTF32 rung b
 (31, 32, 33) where B lies as they read it, and TF32's error (``wgmma_tf32`` by name) for
 scale.
 
-Two kinds of case: squares (4096^3 and 8192^3, A row-major and B column-major, the layouts
-the 3xTF32 rungs read in place; and B row-major, which the call first copies), for the
+Two kinds of case: squares (4096^3 and 8192^3, B column-major, as the 3xTF32 rungs read
+it by name, and row-major, which rung 33's split transposes as it reads it), for the
 speed; and the error model's (M = N = 2048, an output large enough that auto takes rung
 33; K from 16 to 65536; normal, uniform [0, 1), rows scaled by 2^-30..2^30, and terms that
 cancel), for the accuracy. Errors are relative Frobenius
 errors against the float64 product of the same inputs. Kernel times: CUDA events, the L2
-scrubbed before each, median of many; call times: 20 calls queued back to back.
+scrubbed before each, median of many (a prepared launch, its pre-pass included). Call
+times: ``xgemm.matmul(a, b, precision="tf32x3")`` against ``cupy.matmul``, queued back
+to back in turns (``overhead.call_against_baselines``): what a user's call costs.
 """
 
 from __future__ import annotations
 
-import os
 import statistics
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from . import markdown
+from . import markdown, overhead
 from .bench import relative_error
 
+#: The operands' dtype (``xgemm bench --suite tf32x3`` takes no other).
+DTYPE = "float32"
 #: (label, M, N, K, input kind, B column-major)
 CASES = [(f"{s}^3 {'NT' if col else 'NN'}", s, s, s, "normal", col)
          for s in (4096, 8192) for col in (True, False)] + [
     (f"2048x2048x{k} {kind}", 2048, 2048, k, kind, True)
     for kind in ("normal", "uniform", "scaled_rows", "cancel") for k in (16, 256, 4096, 65536)]
+#: Rows a run writes: one a case.
+ROWS = len(CASES)
 
 
 #: The 3xTF32 rungs, timed by name beside auto's pick: rung number -> variant.
@@ -63,7 +68,6 @@ def measure(label: str, m: int, n: int, k: int, kind: str, b_col: bool) -> dict[
     import xgemm
     from xgemm.timing import time_launches
 
-    os.environ["CUPY_TF32"] = "0"  # cuBLAS's SGEMM, not its TF32
     a, b = inputs(kind, m, n, k, b_col)
     ref = a.astype(cupy.float64) @ b.astype(cupy.float64)
 
@@ -83,15 +87,10 @@ def measure(label: str, m: int, n: int, k: int, kind: str, b_col: bool) -> dict[
     for name, launch in contenders.items():
         row[f"{name}_error"] = error(launch())
         row[f"{name}_ms"] = statistics.median(time_launches(launch, flush_l2=True))
-        launch()
-        cupy.cuda.get_current_stream().synchronize()
-        start, stop = cupy.cuda.Event(), cupy.cuda.Event()
-        start.record()
-        for _ in range(20):
-            launch()
-        stop.record()
-        stop.synchronize()
-        row[f"{name}_call_ms"] = cupy.cuda.get_elapsed_time(start, stop) / 20
+    row.update(overhead.call_against_baselines(  # the whole call, checks and lookup included
+        {"cupy.matmul": lambda: cupy.matmul(a, b)},
+        lambda: xgemm.matmul(a, b, precision="tf32x3"),
+        overhead.calls_per_round(row["sgemm_ms"])))
     row["tflops"] = 2 * m * n * k / row["tf32x3_ms"] / 1e9
     return row
 
@@ -107,11 +106,12 @@ def run(progress: Callable[[dict], None] | None = None) -> list[dict[str, Any]]:
 
 
 def table(rows: Sequence[dict[str, Any]]) -> str:
-    """The rows as a Markdown table: auto's speed-ups over SGEMM (kernel, call), the
+    """The rows as a Markdown table: auto's speed-ups over SGEMM (kernel, whole call; "-"
+    in a file whose call column timed a prepared launch instead, before 2026-11-27), the
     errors, and each rung's by name (kernel speed-up, error over SGEMM's).
 
     >>> row = {"case": "c", "variant": "wgmma_tf32x3_parts", "tflops": 120.0,
-    ...        "sgemm_ms": 2.0, "tf32x3_ms": 1.0, "sgemm_call_ms": 2.0, "tf32x3_call_ms": 1.1,
+    ...        "sgemm_ms": 2.0, "tf32x3_ms": 1.0, "cublas_call_ms": 2.0, "auto_call_ms": 1.1,
     ...        "sgemm_error": 1e-6, "tf32x3_error": 5e-7, "tf32_error": 1e-3,
     ...        "31_ms": 4.0, "31_error": 1e-6}
     >>> print(table([row]).splitlines()[-1].split(" | ")[3:])
@@ -130,7 +130,8 @@ def table(rows: Sequence[dict[str, Any]]) -> str:
 
     return markdown.table(header, (
         (r["case"], r["variant"], f"{r['tflops']:.0f}", f"{r['sgemm_ms'] / r['tf32x3_ms']:.2f}x",
-         f"{r['sgemm_call_ms'] / r['tf32x3_call_ms']:.2f}x", f"{r['sgemm_error']:.1e}",
+         f"{r['cublas_call_ms'] / r['auto_call_ms']:.2f}x" if "auto_call_ms" in r else "-",
+         f"{r['sgemm_error']:.1e}",
          f"{r['tf32x3_error']:.1e}", f"{r['tf32x3_error'] / r['sgemm_error']:.2f}",
          f"{r['tf32_error']:.1e}", rungs(r, "ms"), rungs(r, "error"))
         for r in rows))
