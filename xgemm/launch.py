@@ -154,7 +154,7 @@ def run(plan: Any, a: Any, b: Any, target: Any, bias: Any, alpha: float, beta: f
     the current stream of the framework the plan was made for."""
     if cuda_runtime().getDevice() == plan.device:
         if plan.plain:
-            return _plain(plan, a, b, target, bias, alpha, beta)
+            return _plain(plan, a, b, target, bias, alpha, beta, scale_a, scale_b)
         return _launch(plan, a, b, target, bias, alpha, beta, scale_a, scale_b)
     import cupy
 
@@ -211,9 +211,7 @@ def _enqueued(plan: Any, a: Any, b: Any, target: Any, bias: Any, alpha: float, b
     # the scales), named where its launches are built: a plain tuple per call is cheaper
     ptrs = (ptr_a, ptr_b, ptr_c)
     if plan.partials_bytes or plan.scaled:
-        ptrs += split_k(plan, stream_ptr, keep) if plan.partials_bytes else (0, 0)
-        if plan.scaled:
-            ptrs += tuple(0 if x is None else pointer(x) for x in (scale_a, scale_b))
+        ptrs += _workspace_and_scales(plan, stream_ptr, keep, scale_a, scale_b)
     # The arguments of a recent call that had these addresses and scalars are these too:
     # a loop over the same arrays builds them once, and so does one whose output and
     # copies trade the memory pool's blocks from call to call.
@@ -226,11 +224,11 @@ def _enqueued(plan: Any, a: Any, b: Any, target: Any, bias: Any, alpha: float, b
     return result
 
 
-def _plain(plan: Any, a: Any, b: Any, target: Any, bias: Any, alpha: float, beta: float
-           ) -> Any:
+def _plain(plan: Any, a: Any, b: Any, target: Any, bias: Any, alpha: float, beta: float,
+           scale_a: Any, scale_b: Any) -> Any:
     """:func:`_enqueued` for a plain plan (``Plan.plain``: the product's launches on the
-    arrays as they lie, with split-K's workspace at most), on the current stream of its
-    framework: most calls, so in one frame, each step written out."""
+    arrays as they lie, with split-K's workspace and 8-bit scales at most), on the current
+    stream of its framework: most calls, so in one frame, each step written out."""
     keep = []  # a split-K workspace larger than the one kept, alive until queued
     if plan.framework == "torch":
         stream_ptr = torch_raw_stream()(plan.device)
@@ -247,8 +245,8 @@ def _plain(plan: Any, a: Any, b: Any, target: Any, bias: Any, alpha: float, beta
     if target is None and ptr_c % FRESH_ALIGNMENT:
         misaligned(ptr_c)
     ptrs = (ptr_a, ptr_b, ptr_c)
-    if plan.partials_bytes:
-        ptrs += split_k(plan, stream_ptr, keep)
+    if plan.partials_bytes or plan.scaled:
+        ptrs += _workspace_and_scales(plan, stream_ptr, keep, scale_a, scale_b)
     ptr_bias = 0 if bias is None else pointer(bias)
     launches = plan.recent_args.get((ptrs, ptr_bias, alpha, beta))
     if launches is None:
@@ -261,6 +259,17 @@ def _plain(plan: Any, a: Any, b: Any, target: Any, bias: Any, alpha: float, beta
         except refused as error:
             _refused(error, launch, args, stream_ptr)
     return result
+
+
+def _workspace_and_scales(plan: Any, stream_ptr: int, keep: list, scale_a: Any, scale_b: Any
+                          ) -> tuple[int, ...]:
+    """The addresses after A's, B's and C's in ``kernel_args.Addresses``' order, for a plan
+    with split-K's workspace or 8-bit scales: the workspace and its counters (zeros
+    without), then the scales (zero where the call gives none)."""
+    found = split_k(plan, stream_ptr, keep) if plan.partials_bytes else (0, 0)
+    if plan.scaled:
+        found += tuple(0 if x is None else pointer(x) for x in (scale_a, scale_b))
+    return found
 
 
 def _output(plan: Any, target: Any, torch_arrays: bool) -> tuple[Any, int, Any, Any]:

@@ -152,11 +152,11 @@ class Plan:
 
     @functools.cached_property
     def plain(self) -> bool:
-        """Whether a call only launches the product on its arrays as they lie, as most do
-        (split-K's workspace at most): ``xgemm.launch`` runs those by its short path."""
+        """Whether a call only launches the product on its arrays as they lie (split-K's
+        workspace, 8-bit scales at most), as most do: ``xgemm.launch``'s short path."""
         return (self.pad_launch is None and not self.a.copied and not self.b.copied
                 and self.parts is None and self.output != "staging" and not self.copy_bias
-                and not self.scaled and bool(self.chunks))
+                and bool(self.chunks))
 
     def kernel(self):
         """The compiled ``cupy.RawKernel`` (compiled now unless the cache has it)."""
