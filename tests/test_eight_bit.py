@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import FakeGpuArray, frobenius_error, poisoned
+from conftest import FakeGpuArray, f64, frobenius_error, poisoned
 
 import xgemm
 from xgemm.checks import Meta, input_dtypes, output_dtype, scaling
@@ -540,6 +540,42 @@ def test_pytorch_float8_tensors(rng):
     assert vs_cublas <= TOLERANCE["cuBLAS"]["bfloat16"]
     with pytest.raises(TypeError, match="a is a float8_e4m3fn tensor but formats names"):
         xgemm.matmul(a, w.T, formats=E5M2)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("framework", ["cupy", "torch"])
+def test_scaled_plans_run_plainly_and_read_each_calls_scales(rng, framework):
+    """A plan whose kernel takes scales runs by launch's plain path; calls on the same
+    operands and output with other scale arrays read those, not the arguments the last
+    call's addresses built; an int8 product's new int32 result holds the exact sums."""
+    import cupy
+
+    m, n, k = 130, 300, 272  # rows of K bytes TMA reads in place: no padded copy
+    a, b = quantised(rng, (m, k), E4M3), quantised(rng, (k, n), E4M3, "F")
+    a8, b8 = quantised(rng, (m, k), "int8"), quantised(rng, (k, n), "int8", "F")
+    scales = [(rng.array((m, 1)) ** 2 + 0.5, rng.array((1, n)) ** 2 + 0.5) for _ in range(2)]
+    expected = decoded(a, E4M3) @ decoded(b, E4M3)
+    sums = decoded(a8, "int8") @ decoded(b8, "int8")
+    c = poisoned(m, n, dtype="bfloat16")
+    kw = {"formats": (E4M3, E4M3)}
+    if framework == "torch":
+        torch = pytest.importorskip("torch")
+        fp8 = torch.float8_e4m3fn
+        a, b = (torch.from_dlpack(x).view(fp8) for x in (a, b))
+        a8, b8 = torch.from_dlpack(a8), torch.from_dlpack(b8)
+        c = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
+        scales = [tuple(torch.from_dlpack(s) for s in pair) for pair in scales]
+        kw = {}
+    assert xgemm.prepare(a, b, out=c, scale_a=scales[0][0], scale_b=scales[0][1], **kw).plan.plain
+    for scale_a, scale_b in scales * 2:  # the same addresses again after other ones
+        xgemm.matmul(a, b, out=c, scale_a=scale_a, scale_b=scale_b, **kw)
+        want = f64(scale_a) * expected * f64(scale_b)
+        got = f64(c.double()) if framework == "torch" else c
+        assert frobenius_error(got, want) <= EIGHT_BIT_TOLERANCE["bfloat16"]
+    assert xgemm.prepare(a8, b8).plan.plain
+    exact = xgemm.matmul(a8, b8)
+    assert str(exact.dtype).endswith("int32")
+    assert cupy.array_equal(cupy.asarray(exact).astype(cupy.float64), sums)
 
 
 @pytest.mark.gpu
