@@ -118,3 +118,30 @@ def test_tf32x3_splits_any_layout_and_k_in_one_pass(layout, k, monkeypatch):
     launch()
     ref = a.astype(cupy.float64) @ b.astype(cupy.float64)
     assert frobenius_error(out, ref) < 3 * frobenius_error(cupy.matmul(a, b), ref)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("batched", [False, True])
+def test_tf32x3_parts_of_a_view_are_its_own_size(batched, monkeypatch):
+    """Operands that are views of wider arrays (A the first K columns of each M x 3K
+    matrix, read in place; B every other matrix of a batch) are split into parts the size
+    of the views, not of the arrays under them, and the product errs as SGEMM's does."""
+    import cupy
+    from conftest import frobenius_error
+
+    if gpu.compute_capability(0) != 90:
+        pytest.skip("rung 33 runs on Hopper (sm_90a) only")
+    monkeypatch.setenv("CUPY_TF32", "0")
+    rng = cupy.random.default_rng(33)
+    count, m, n, k = (3, 520, 392, 1000) if batched else (1, 1536, 1544, 1024)
+    wide_a = rng.standard_normal((count, m, 3 * k), dtype=cupy.float32)
+    wide_b = rng.standard_normal((2 * count, n, k), dtype=cupy.float32)
+    a, b = wide_a[:, :, :k], wide_b[::2].transpose(0, 2, 1)  # both K-major, not compact
+    if not batched:
+        a, b = a[0], b[0]
+    out = cupy.full((*a.shape[:-1], n), cupy.nan, dtype=cupy.float32)
+    launch = xgemm.prepare(a, b, out=out, variant="wgmma_tf32x3_parts")
+    assert [p.span for p in launch.plan.parts] == [count * m * k, count * n * k]
+    launch()
+    ref = a.astype(cupy.float64) @ b.astype(cupy.float64)
+    assert frobenius_error(out, ref) < 3 * frobenius_error(cupy.matmul(a, b), ref)

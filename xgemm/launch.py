@@ -248,9 +248,10 @@ def _plain(plan: Any, a: Any, b: Any, target: Any, bias: Any, alpha: float, beta
     if plan.partials_bytes or plan.scaled:
         ptrs += _workspace_and_scales(plan, stream_ptr, keep, scale_a, scale_b)
     ptr_bias = 0 if bias is None else pointer(bias)
-    launches = plan.recent_args.get((ptrs, ptr_bias, alpha, beta))
+    key = (ptrs, ptr_bias, alpha, beta)
+    launches = plan.recent_args.get(key)
     if launches is None:
-        launches = remembered(plan.recent_args, (ptrs, ptr_bias, alpha, beta),
+        launches = remembered(plan.recent_args, key,
                               lambda: _launches(plan, Addresses(*ptrs), ptr_bias, alpha, beta))
     launch_kernel, refused = _launcher()
     for launch, args in launches:
@@ -268,7 +269,8 @@ def _workspace_and_scales(plan: Any, stream_ptr: int, keep: list, scale_a: Any, 
     without), then the scales (zero where the call gives none)."""
     found = split_k(plan, stream_ptr, keep) if plan.partials_bytes else (0, 0)
     if plan.scaled:
-        found += tuple(0 if x is None else pointer(x) for x in (scale_a, scale_b))
+        found += (0 if scale_a is None else pointer(scale_a),
+                  0 if scale_b is None else pointer(scale_b))
     return found
 
 

@@ -2,11 +2,11 @@
 big and small parts (``kernels/copy/split_tf32.cu.j2``) in a buffer each call makes,
 laid out as the product reads them: K-major, in lines of whole 16-byte groups.
 
-An operand that lies so already is split where its values lie (its leading dimension
-and batch stride). One whose lines are not whole 16-byte groups has them widened; one
-that lies the other way (a single matrix) is transposed on the way. Either way the
-split is the call's only pass over the operand before the product: it replaces the
-padded or transposed copy that ``xgemm.operands`` plans for the other TMA rungs.
+The parts lie compact whatever the operand's leading dimension and batch stride: lines
+of whole 16-byte groups, a batch's matrices one after another. An operand that lies the
+other way (a single matrix) is transposed on the way. Either way the split is the
+call's only pass over the operand before the product: it replaces the padded or
+transposed copy that ``xgemm.operands`` plans for the other TMA rungs.
 """
 
 from __future__ import annotations
@@ -87,16 +87,15 @@ def widened(layout: Layout, rows: int, cols: int) -> Layout:
 def plan_split(op: OperandPlan, x: cupy.ndarray, rows: int, cols: int, count: int,
                device: int) -> tuple[OperandPlan, Parts]:
     """Operand ``op`` of rung 33 (``x`` as the plan reads it, rows x cols a matrix) as
-    the split reads it, and the split. Where the plan would transpose it first, or pad
-    its lines for TMA, the split reads ``x`` in place and writes the parts in the layout
-    that copy would have had (lines widened to 16 bytes): ``op`` comes back read in
-    place, told the parts' layout. Elsewhere it splits what ``op`` reads, as it lies."""
-    source, transposed = None, op.transpose is not None
+    the split reads it, and the split. The split reads ``x`` in place (where the plan
+    would transpose it first, or pad its lines for TMA, from ``x`` as it lies) and
+    writes the parts compact, lines widened to 16 bytes, in the major order the product
+    reads: ``op`` comes back read in place, told the parts' layout. A view of a wider
+    array gets parts the size of the view."""
+    source, transposed = op.layout, op.transpose is not None
     if transposed or op.pad is not None:  # the copy's layout, from x as it lies
         lies = "row" if op.layout.col == transposed else "col"
         source = layout_of(x.shape, x.strides, x.itemsize, (lies,))
-    if source is None:
-        return op, _split(op.layout, op.layout, rows, cols, count, device)
     into = widened(op.layout, rows, cols)
     fused = dataclasses.replace(op, layout=into, copied=False, padded=False, transpose=None,
                                 pad=None)
