@@ -1,7 +1,8 @@
 """A small GPT, written in plain PyTorch, trained twice from the same initial weights on
 the same batches: once with every linear layer on xgemm (``xgemm.torch.swap_linears``),
-once on PyTorch's own. Both in bfloat16 autocast; the two loss curves go into one figure
-and each run's median step time (forward, backward and the AdamW update) is printed.
+once on PyTorch's own, the two taking turns step by step. Both in bfloat16 autocast; the
+two loss curves go into one figure and each model's median step time (forward, backward
+and the AdamW update) is printed.
 
 The text needs no download: a corpus the script writes itself from a seeded grammar
 (sentences of a few hundred words), tokenised by characters. The model: 6 blocks of
@@ -98,42 +99,52 @@ class GPT(torch.nn.Module):
         return self.head(self.norm(self.blocks(x)))
 
 
-def train(model: torch.nn.Module, data: torch.Tensor, steps: int, batch: int, context: int,
-          seed: int, mode: str = "eager", label: str = "") -> tuple[list[float], list[float]]:
-    """Losses and step milliseconds (CUDA events) of ``steps`` AdamW steps on batches drawn
-    with ``seed``: the same batches for every model given the same seed. ``mode``: eager,
-    compile (``torch.compile(fullgraph=True)``) or cudagraphs (and ``mode="reduce-overhead"``:
+def train(models: dict[str, torch.nn.Module], data: torch.Tensor, steps: int, batch: int,
+          context: int, seed: int, mode: str = "eager"
+          ) -> dict[str, tuple[list[float], list[float]]]:
+    """Each model's losses and step milliseconds (CUDA events) over ``steps`` AdamW steps
+    on batches drawn with ``seed``. The models take turns step by step on the same batch,
+    so a host or GPU whose speed drifts during the run slows each alike (one model's run
+    after the other's measured 0.68-0.80x by the order alone). ``mode``: eager, compile
+    (``torch.compile(fullgraph=True)``) or cudagraphs (and ``mode="reduce-overhead"``:
     forward and backward replayed as CUDA graphs)."""
     from tqdm import tqdm  # training's progress bar only: --figure draws without it
 
-    optimizer = torch.optim.AdamW(model.parameters(), lr=6e-4, weight_decay=0.1, fused=True)
+    runs = {}
+    for name, model in models.items():
+        optimizer = torch.optim.AdamW(model.parameters(), lr=6e-4, weight_decay=0.1,
+                                      fused=True)
+        forward = model if mode == "eager" else torch.compile(
+            model, fullgraph=True, mode="reduce-overhead" if mode == "cudagraphs" else None)
+        runs[name] = (forward, optimizer, [], [])  # its losses and its steps' events
     generator = torch.Generator("cuda").manual_seed(seed)
-    forward = model if mode == "eager" else torch.compile(
-        model, fullgraph=True, mode="reduce-overhead" if mode == "cudagraphs" else None)
-    losses, times = [], []
     # xgemm's first steps compile its kernels for each product's shape (minutes on a cold
     # cache); the median step leaves the first five out
-    for _ in tqdm(range(steps), desc=label, unit="step", leave=False):
+    for _ in tqdm(range(steps), unit="step", leave=False):
         starts = torch.randint(0, len(data) - context - 1, (batch,), device="cuda",
                                generator=generator)
         offsets = torch.arange(context + 1, device="cuda")
         window = data[starts[:, None] + offsets]
         x, y = window[:, :-1], window[:, 1:]
-        begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        begin.record()
-        if mode == "cudagraphs":  # this step's graphs may overwrite the last step's outputs
-            torch.compiler.cudagraph_mark_step_begin()
-        with torch.autocast("cuda", dtype=torch.bfloat16):
-            logits = forward(x)
-            loss = F.cross_entropy(logits.float().view(-1, logits.shape[-1]), y.reshape(-1))
-        loss.backward()
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-        end.record()
-        losses.append(loss.detach().clone() if mode == "cudagraphs" else loss)
-        times.append((begin, end))
+        for forward, optimizer, losses, times in runs.values():
+            begin = torch.cuda.Event(enable_timing=True)
+            end = torch.cuda.Event(enable_timing=True)
+            begin.record()
+            if mode == "cudagraphs":  # this step's graphs may overwrite the last step's outputs
+                torch.compiler.cudagraph_mark_step_begin()
+            with torch.autocast("cuda", dtype=torch.bfloat16):
+                logits = forward(x)
+                loss = F.cross_entropy(logits.float().view(-1, logits.shape[-1]),
+                                       y.reshape(-1))
+            loss.backward()
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+            end.record()
+            losses.append(loss.detach().clone() if mode == "cudagraphs" else loss)
+            times.append((begin, end))
     torch.cuda.synchronize()
-    return [x.item() for x in losses], [b.elapsed_time(e) for b, e in times]
+    return {name: ([x.item() for x in losses], [b.elapsed_time(e) for b, e in times])
+            for name, (_, _, losses, times) in runs.items()}
 
 
 def draw(run: dict, vocab: int, path: Path) -> None:
@@ -180,9 +191,9 @@ def main() -> None:
     reference = GPT(len(vocab)).cuda()
     ours = xgemm.torch.swap_linears(copy.deepcopy(reference))
     runs = {}
-    for name, model in (("PyTorch", reference), ("xgemm", ours)):
-        losses, ms = train(model, data, args.steps, args.batch, 256, seed=1,
-                           mode=args.mode, label=name)
+    trained = train({"PyTorch": reference, "xgemm": ours}, data, args.steps, args.batch, 256,
+                    seed=1, mode=args.mode)
+    for name, (losses, ms) in trained.items():
         runs[name] = {"losses": losses, "step_ms": statistics.median(ms[5:])}
         print(f"{name:8s} median step {runs[name]['step_ms']:.2f} ms, "
               f"loss {losses[0]:.3f} -> {statistics.mean(losses[-20:]):.3f} (last 20)")

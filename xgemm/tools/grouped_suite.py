@@ -5,7 +5,9 @@ layer (bfloat16, x (tokens, K), w (G, K, N) as the transpose of a (G, N, K) weig
 evenly and skewedly routed.
 
 Kernel time: CUDA events around each call, the L2 scrubbed before each, median of many.
-Call time: 20 calls queued back to back, per call. Error: against F.grouped_mm's result.
+Call time: calls queued back to back (about 20 ms of them a round), the contenders in
+turns, the median of 7 rounds (``xgemm.tools.overhead.queued_ms_in_turns``). Error:
+against F.grouped_mm's result.
 
 Each case's floor says how much faster any kernel could be: the larger of the time to
 read A, the weights of the groups that have tokens and write C at the measured copy
@@ -21,6 +23,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from . import markdown
+from .overhead import calls_per_round, queued_ms_in_turns
 
 # (name, groups, rows, K, N): many experts of few tokens (three sizes), Mixtral-8x7B's
 # up-projection (4096 tokens, two experts each) and a DeepSeek-V3-like layer (256 experts,
@@ -55,21 +58,6 @@ def counts_of(groups: int, rows: int, routing: str, seed: int = 0) -> list[int]:
     for g, c in zip(live, torch.bincount(picks, minlength=len(live)).tolist(), strict=True):
         counts[g] += c
     return counts
-
-
-def call_ms(launch: Callable[[], Any], calls: int = 20) -> float:
-    """A call's milliseconds, ``calls`` of them queued back to back."""
-    import torch
-
-    launch()
-    torch.cuda.synchronize()
-    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(calls):
-        launch()
-    stop.record()
-    stop.synchronize()
-    return start.elapsed_time(stop) / calls
 
 
 def measure(name: str, groups: int, rows: int, k: int, n: int, routing: str,
@@ -114,8 +102,12 @@ def measure(name: str, groups: int, rows: int, k: int, n: int, routing: str,
            "counts": counts, "error_vs_grouped_mm": error}
     for label, launch in contenders.items():
         kernel = statistics.median(time_launches(launch, repeat=30, flush_l2=True))
-        row[f"{label}_ms"], row[f"{label}_call_ms"] = kernel, call_ms(launch)
-        row[f"{label}_tflops"] = flops / kernel / 1e9
+        row[f"{label}_ms"], row[f"{label}_tflops"] = kernel, flops / kernel / 1e9
+    # whole calls, the contenders in turns (a GPU that warms slows each alike), enough of
+    # them a round that the first call's setup is lost in the rest
+    calls = calls_per_round(min(row[f"{label}_ms"] for label in contenders))
+    for label, ms in queued_ms_in_turns(contenders, calls=calls).items():
+        row[f"{label}_call_ms"] = ms
     item = x.element_size()
     nbytes = item * (rows * k + sum(c > 0 for c in counts) * k * n + rows * n)
     row["bytes_ms"] = nbytes / bandwidth_gbs / 1e6
