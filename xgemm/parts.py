@@ -87,21 +87,23 @@ def widened(layout: Layout, rows: int, cols: int) -> Layout:
 def plan_split(op: OperandPlan, x: cupy.ndarray, rows: int, cols: int, count: int,
                device: int) -> tuple[OperandPlan, Parts]:
     """Operand ``op`` of rung 33 (``x`` as the plan reads it, rows x cols a matrix) as
-    the split reads it, and the split. The split reads ``x`` in place (where the plan
-    would transpose it first, or pad its lines for TMA, from ``x`` as it lies) and
-    writes the parts compact, lines widened to 16 bytes, in the major order the product
-    reads: ``op`` comes back read in place, told the parts' layout. A view of a wider
-    array gets parts the size of the view."""
+    the split reads it, and the split. The split writes the parts compact, lines widened
+    to 16 bytes, in the major order the product reads, and ``op`` comes back told the
+    parts' layout: a view of a wider array gets parts the size of the view. Where the
+    plan would transpose ``x`` first, or pad its lines for TMA, the split reads ``x`` as
+    it lies instead, and ``op`` comes back uncopied; an operand with no unit stride is
+    still copied first, and the split reads the copy."""
     source, transposed = op.layout, op.transpose is not None
-    if transposed or op.pad is not None:  # the copy's layout, from x as it lies
+    if transposed or op.pad is not None:  # the split replaces the copy: x as it lies
         lies = "row" if op.layout.col == transposed else "col"
         source = layout_of(x.shape, x.strides, x.itemsize, (lies,))
+        op = dataclasses.replace(op, copied=False, padded=False, transpose=None, pad=None)
+    # (an operand with no unit stride keeps its copy, which the split then reads)
     into = widened(op.layout, rows, cols)
-    fused = dataclasses.replace(op, layout=into, copied=False, padded=False, transpose=None,
-                                pad=None)
+    op = dataclasses.replace(op, layout=into)
     if transposed:
-        return fused, _transposed(source, into, rows, cols, device)
-    return fused, _split(source, into, rows, cols, count, device)
+        return op, _transposed(source, into, rows, cols, device)
+    return op, _split(source, into, rows, cols, count, device)
 
 
 def _split(source: Layout, into: Layout, rows: int, cols: int, count: int, device: int
