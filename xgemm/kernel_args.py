@@ -109,12 +109,13 @@ def _packing(chars: str) -> tuple[int, tuple[int, ...]]:
 
 #: The extra kernel arguments a variant may declare (``Variant.extra_args``). The small
 #: parts' maps are rung 33's: A's and B's TF32 small parts, which a pre-pass writes after
-#: their big parts (``xgemm.parts.Parts``). The last two are the grouped product's
-#: (``xgemm.grouped``, which passes them itself): the address of the groups' ends and
-#: their count.
+#: their big parts (``xgemm.parts.Parts``). The sets of maps are rung 34's: eight maps of
+#: an operand, one per residue of its rows mod 8, passed as one argument. The last two are
+#: the grouped product's (``xgemm.grouped``, which passes them itself): the address of
+#: the groups' ends and their count.
 EXTRA_ARGS = ("tensor_map_a", "tensor_map_b", "tensor_map_c", "partials", "arrivals",
-              "scale_a", "scale_b", "tensor_map_a_small", "tensor_map_b_small", "group_ends",
-              "groups")
+              "scale_a", "scale_b", "tensor_map_a_small", "tensor_map_b_small",
+              "tensor_maps_a", "tensor_maps_b", "group_ends", "groups")
 
 
 class Addresses(NamedTuple):

@@ -138,6 +138,27 @@ def tensor_map(address: int, dtype: str, dims: tuple[int, ...], strides: tuple[i
     return made
 
 
+def tensor_maps(address: int, geometries: tuple[tuple, ...]) -> Any:
+    """Eight maps of one operand (rung 34's, ``xgemm.tma.eighth_maps``) as one argument:
+    their 128 bytes each, one after another, as the kernel's struct of eight lays them;
+    a set of fewer is filled with empty maps. Encoded once per address and geometries."""
+    key = (address, geometries)
+    with _maps_lock:
+        found = _maps.get(key)
+        if found is not None:
+            _maps.move_to_end(key)
+            return found
+    maps = [tensor_map(address, *geometry).owner for geometry in geometries]
+    joined = np.zeros(8, dtype=np.dtype((np.void, 128)))
+    joined[:len(maps)] = [m[0] for m in maps]
+    made = ByValue(joined, joined.ctypes.data)
+    with _maps_lock:
+        _maps[key] = made
+        if len(_maps) > TENSOR_MAP_CACHE_SIZE:
+            _maps.popitem(last=False)
+    return made
+
+
 @functools.cache
 def empty_map() -> Any:
     """The map of an operand a kernel does not read (K = 0; C without TMA_STORE)."""
@@ -348,7 +369,11 @@ def _extra(ptrs: Addresses, arg: ExtraArg) -> int | ByValue:
     if arg.source is Source.NONE:
         return empty_map()
     address = arg.source.address(ptrs) + arg.offset
-    return address if arg.geometry is None else tensor_map(address, *arg.geometry)
+    if arg.geometry is None:
+        return address
+    if isinstance(arg.geometry[0], str):
+        return tensor_map(address, *arg.geometry)
+    return tensor_maps(address, arg.geometry)
 
 
 def _padded(plan: Any, ptr_a: int, ptr_b: int, itemsize: int, keep: list, stream_ptr: int,

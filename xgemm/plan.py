@@ -51,8 +51,9 @@ from .checks import (
 )
 from .compile import get_kernel
 from .expressions import MAX_GRID, cdiv
+from .extras import extra_arg
 from .frameworks import framework, pointer, to_cupy
-from .kernel_args import ExtraArg, Source, packed
+from .kernel_args import ExtraArg, packed
 from .operands import (
     OperandPlan,
     PadLaunch,
@@ -359,12 +360,21 @@ def _make_plan(a: cupy.ndarray, b: cupy.ndarray, checked: _Checked,
 
     relayout = dtype in EIGHT_BIT  # only K-major rungs multiply them: others are copied
     readable = v.layouts(dtype)
-    (plan_a, full_a), (plan_b, full_b) = (
-        plan_operand(name, x, vec, rows, cols, layouts, v, p, shapes, device, auto,
-                     relayout, folded)
-        for name, x, vec, rows, cols, layouts in (
-            ("a", mats[0], vectors[0], shapes.m, shapes.k, readable[0]),
-            ("b", mats[1], vectors[1], shapes.k, shapes.n, readable[1])))
+
+    def operands(cols: tuple[bool, bool]) -> tuple:
+        return tuple(
+            plan_operand(name, x, vec, rows, width, layouts, v, p, shapes, device, auto,
+                         relayout, folded, cols)
+            for name, x, vec, rows, width, layouts in (
+                ("a", mats[0], vectors[0], shapes.m, shapes.k, readable[0]),
+                ("b", mats[1], vectors[1], shapes.k, shapes.n, readable[1])))
+
+    # how A and B lie decides which ones rung 34 reads in eighths: as found, then as read
+    found = [layout_of(x.shape, x.strides, x.itemsize) for x in mats]
+    guess = tuple(layout is not None and layout.col for layout in found)
+    (plan_a, full_a), (plan_b, full_b) = operands(guess)
+    if (plan_a.layout.col, plan_b.layout.col) != guess:
+        (plan_a, full_a), (plan_b, full_b) = operands((plan_a.layout.col, plan_b.layout.col))
     plan_a, plan_b, parts = _split_first(v, plan_a, plan_b, mats, shapes, device)
     full_c, output, layout_c = plan_output(target, shapes, c_dtype, (a, b, bias))
     p = _store(v, p, dtype, c_dtype, read_c, full_c, layout_c, device)
@@ -462,39 +472,9 @@ def _chunks(plan: Plan, arrays: tuple, item: int) -> None:
         count = min(per_launch, shapes.count - first)
         offsets = (first * la.batch_stride * item, first * lb.batch_stride * item,
                    first * lc.batch_stride * c_item)
-        extra = tuple(_extra_arg(arg, v, p, shapes, arrays, (la, lb, lc), offsets, first,
+        extra = tuple(extra_arg(arg, v, p, shapes, arrays, (la, lb, lc), offsets, first,
                                  count, (sums * acc_size, counters * 4), small)
                       for arg in v.extra_args)
         chunks.append(Chunk((*grid[:2], count * splits), offsets, extra))
     plan.chunks = tuple(chunks)
 
-
-def _extra_arg(arg: str, v: Variant, p: dict[str, int], shapes: Shapes, arrays: tuple,
-               layouts: tuple, offsets: tuple, first: int, count: int,
-               workspace_bytes: tuple[int, int], small: tuple[int, int]) -> ExtraArg:
-    """One of ``v``'s extra arguments for the chunk of ``count`` products from ``first``
-    (``xgemm.launch`` turns it into a pointer or a tensor map).
-    ``workspace_bytes``: split-K's partials and counters per product; ``small``: bytes
-    from A's and B's big TF32 parts to their small parts (the maps of those)."""
-    if arg == "partials":  # the chunk's share of the workspace
-        return ExtraArg(Source.PARTIALS, first * workspace_bytes[0], None)
-    if arg == "arrivals":
-        return ExtraArg(Source.ARRIVALS, first * workspace_bytes[1], None)
-    if arg in ("scale_a", "scale_b"):  # shared by the whole batch
-        return ExtraArg(Source(arg), 0, None)
-    operand = arg.removeprefix("tensor_map_").removesuffix("_small")
-    index = "abc".index(operand)
-    box = v.tma_box(operand, p)
-    if box == 0 or (operand != "c" and shapes.k == 0):
-        return ExtraArg(Source.NONE, 0, None)  # a map the kernel does not read
-    x, layout = arrays[index], layouts[index]
-    rows, cols = ((shapes.m, shapes.k), (shapes.k, shapes.n), (shapes.m, shapes.n))[index]
-    k_contiguous = (not layout.col, layout.col, True)[index]
-    item, row = x.itemsize, 128 // x.itemsize  # row: values in a 128-byte swizzled row
-    inner, outer = (rows, cols) if layout.col else (cols, rows)
-    batched = layout.batch_stride != 0
-    stride = layout.batch_stride if batched else layout.ld * outer
-    past = small[index] if arg.endswith("_small") else 0  # the small parts' map
-    return ExtraArg(Source(operand), offsets[index] + past, (
-        x.dtype.name, (inner, outer, count if batched else 1),
-        (layout.ld * item, stride * item), (row, box if k_contiguous else row, 1)))

@@ -14,7 +14,7 @@ from . import cost, gpu, tunefile
 from .checks import MAX_WORKSPACE_BYTES, Layout, Shapes, check_arch, layout_of
 from .choice import TMA_PADDING_PAYS, choose, heuristic
 from .expressions import MAX_GRID
-from .operands import tma_ready, transposable
+from .operands import tma_reads, transposable
 from .parts import reads_parts
 from .registry import Variant, get_variant
 from .specs import DTYPES, EIGHT_BIT
@@ -42,6 +42,7 @@ def ruled(mats: tuple, layouts: list, shapes: Shapes, dtype: str, device: int,
     sms = gpu.multiprocessors(device)
     m, n, k, count = shapes.m, shapes.n, shapes.k, shapes.count
     read = ["col" if layout is not None and layout.col else "row" for layout in layouts]
+    cols = (read[0] == "col", read[1] == "col")
     copyable = [layout is not None and transposable(shapes, vector)
                 for layout, vector in zip(layouts, (shapes.a_vector, shapes.b_vector),
                                           strict=True)]
@@ -58,8 +59,8 @@ def ruled(mats: tuple, layouts: list, shapes: Shapes, dtype: str, device: int,
             if into not in (None, read[i]):  # TMA reads the copy: rows of K values
                 if k * mats[i].itemsize % TMA_ALIGNMENT:
                     return False
-            elif (not tma_ready(mats[i].data.ptr, layouts[i], mats[i].itemsize)
-                  and m * n * k < TMA_PADDING_PAYS):  # larger: the plan pads a copy
+            elif (not tma_reads(v, name, mats[i].data.ptr, layouts[i], mats[i].itemsize,
+                                cols) and m * n * k < TMA_PADDING_PAYS):  # larger: padded
                 return False
         return True
 
@@ -207,7 +208,8 @@ def priced_copies(v: Variant, p: dict[str, int], mats: tuple, layouts: list, rea
         extents += [along] if into not in (None, read[i]) else [along, ld]
         if into not in (None, read[i]):
             transposed.append(sizes[i])
-        elif v.tma and k > 0 and not tma_ready(mats[i].data.ptr, layouts[i], item):
+        elif v.tma and k > 0 and not tma_reads(v, name, mats[i].data.ptr, layouts[i], item,
+                                                (read[0] == "col", read[1] == "col")):
             padded.append(sizes[i])
             lines.append((count * (m if read[0] == "row" else k), k if read[1] == "row" else n)[i])
     return cost.Shape(m, n, k, count, letters, padded=tuple(padded),

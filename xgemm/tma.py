@@ -84,3 +84,26 @@ def tensor_map(address: int, dtype: str, dims: Sequence[int], strides: Sequence[
             f"cuTensorMapEncodeTiled refused (CUresult {code}) a {dtype} map of dims {tuple(dims)},"
             f" byte strides {tuple(strides)}, box {tuple(box)} at address {address:#x}")
     return out.view(np.dtype((np.void, 128)))
+
+
+def eighth_maps(dtype: str, itemsize: int, inner: int, lines: int, ld: int, batch_stride: int,
+                count: int, tile_lines: int) -> tuple[tuple, ...]:
+    """The geometries (``tensor_map``'s arguments after the address) of eight maps of one
+    16-bit operand whose lines (rows, or k rows) of ``inner`` values lie ``ld`` apart at
+    any ld: map r holds lines r, r + 8, ..., 8 x ld values apart (16 x ld bytes: a stride
+    TMA takes whatever ld is). Its first coordinate counts from the matrix's start, so
+    line r begins at r x ld; it ends where line r does (r x ld + inner), and its last line
+    is the operand's, so that TMA fills zeros past both as it does for one map. A residue
+    with no line (fewer than 8 lines) gets a map of one value, outside every box asked of
+    it. A box: one 128-byte row of values by an eighth of ``tile_lines``; ``count``
+    matrices ``batch_stride`` apart (0: one matrix).
+
+    >>> eighth_maps("bfloat16", 2, 5492, 7181, 5492, 0, 1, 128)[3][:2]
+    ('bfloat16', (21968, 898, 1))
+    """
+    stride = batch_stride if batch_stride else 8 * ld * -(-lines // 8)
+    depth = count if batch_stride else 1
+    return tuple(
+        (dtype, (r * ld + inner, -(-(lines - r) // 8), depth) if r < lines else (1, 1, depth),
+         (8 * ld * itemsize, stride * itemsize), (128 // itemsize, tile_lines // 8, 1))
+        for r in range(8))

@@ -1,4 +1,4 @@
-"""Rungs 18-28 and 31-33: 8-bit operands, and the regimes the large squares leave out: few
+"""Rungs 18-28 and 31-34: 8-bit operands, and the regimes the large squares leave out: few
 rows or columns, tiny K, rows TMA cannot read, a ragged last round, C staged in shared
 memory, short K (two consumers taking turns); float32's accuracy on the TF32 tensor cores.
 """
@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from ..registry import Variant, register
 from ..specs import EIGHT_BIT, FLOAT_DTYPES
-from .tensor_cores import HOPPER, MMA, RING_BYTES, TF32, WGMMA
+from .tensor_cores import HOPPER, HOPPER_SPLIT_K, MMA, RING_BYTES, TF32, WGMMA
 
 # Rung 18: rung 14 on 8-bit operands. Both operands K-major, C staged for TMA as
 # 16-bit values (bfloat16 or float16; float32 and int32 C leave from registers), the
@@ -413,4 +413,29 @@ register(Variant(
     **{**TF32X3,
        "template": "gemm/33_wgmma_tf32x3_parts.cu.j2",
        "extra_args": (*TF32X3["extra_args"], "tensor_map_a_small", "tensor_map_b_small")},
+))
+
+# Rung 34: rung 16 (rung 13 where SPLITS is 1) reading 16-bit rows of any length in place:
+# eight tensor maps an operand, one per residue of its rows, each of stride 8 x ld.
+register(Variant(
+    name="wgmma_any_ld",
+    template="gemm/34_wgmma_any_ld.cu.j2",
+    adds="rows of any length read in place by TMA: eight maps an operand, of every eighth"
+         " row (8 x ld values apart: a 16-byte stride whatever ld), each box an eighth of a"
+         " tile; C's rows (or k) in that order, put back by the store",
+    # 128 x 64 tiles over two splits for outputs of few tiles (a narrow C over a long K,
+    # the product this rung is mostly for), four splits or 64-row tiles for fewer still,
+    # and no split for outputs of many tiles
+    candidates=[{}, {"SPLITS": 4}, {"BM": 64, "CONSUMERS": 1},
+                {"BM": 64, "BN": 128, "CONSUMERS": 1}, {"SPLITS": 1, "BN": 128}],
+    defaults={"BM": 128, "BN": 64, "CONSUMERS": 2, "STAGES": 6, "GROUP": 8, "SPLITS": 2},
+    space={"BM": [64, 128], "BN": [64, 128], "CONSUMERS": [1, 2], "STAGES": [4, 6],
+           "GROUP": [8], "SPLITS": [1, 2, 4]},
+    **{**HOPPER_SPLIT_K,
+       # with split K's loops over the partials, 64 accumulators a consumer thread spill
+       # at 128 x 128 (ptxas, a row-major A and B)
+       "constraints": [*HOPPER["constraints"], "SPLITS == 1 or BM // CONSUMERS * BN < 64 * 128"],
+       "extra_args": ("tensor_maps_a", "tensor_maps_b", "partials", "arrivals"),
+       # whole tiles of partial sums a split: their values lie in the tiles' order
+       "partial_sums": "(SPLITS > 1) * SPLITS * cdiv(M, BM) * BM * cdiv(N, BN) * BN"},
 ))
