@@ -207,27 +207,19 @@ def variant_dtypes(dtypes=DTYPES) -> list[tuple[str, str]]:
             if dtype in xgemm.get_variant(name).dtypes]
 
 
-def tma_pads(v, name: str, x, cols: tuple[bool, bool]) -> bool:
-    """Whether TMA rung ``v`` reads operand ``name`` (``x``) from a padded copy, where A
-    and B are column-major as ``cols`` says: where its start, leading dimension or batch
-    stride is not a multiple of 16 bytes. Rung 34 takes any leading dimension of a K-major
-    operand (A row-major, B column-major), and of both where both are MN-major."""
+def tma_pads(v, name: str, x) -> bool:
+    """Whether TMA rung ``v`` reads operand ``name`` (``x``) from a padded copy: where its
+    start, leading dimension or batch stride is not a multiple of 16 bytes. Rung 34 reads
+    any start and leading dimension; its batch stride too must be whole 16 bytes."""
     from xgemm.checks import layout_of
 
     layout = layout_of(x.shape, x.strides, x.itemsize)
     if layout is None:  # no unit stride: copied anyway
         return True
-    k_major = cols[0] is False if name == "a" else cols[1] is True
-    any_ld = f"tensor_maps_{name}" in v.extra_args and (k_major or cols == (True, False))
-    strides = (layout.batch_stride,) if any_ld else (layout.ld, layout.batch_stride)
-    return x.data.ptr % 16 != 0 or any(s * x.itemsize % 16 for s in strides)
-
-
-def _cols(a, b) -> tuple[bool, bool]:
-    from xgemm.checks import layout_of
-
-    layouts = (layout_of(x.shape, x.strides, x.itemsize) for x in (a, b))
-    return tuple(layout is not None and layout.col for layout in layouts)
+    if f"tensor_maps_{name}" in v.extra_args:
+        return layout.batch_stride * x.itemsize % 16 != 0
+    return x.data.ptr % 16 != 0 or any(s * x.itemsize % 16
+                                       for s in (layout.ld, layout.batch_stride))
 
 
 def tma_copies(name, a, b) -> tuple[str, ...]:
@@ -241,7 +233,7 @@ def tma_copies(name, a, b) -> tuple[str, ...]:
     if not v.tma or reads_parts(v) or a.shape[-1] == 0:
         return ()
     return tuple(label for label, x in (("a", a), ("b", b))
-                 if tma_pads(v, label, x, _cols(a, b)))
+                 if tma_pads(v, label, x))
 
 
 def auto_copies(launch, a, b) -> tuple[str, ...]:
@@ -262,6 +254,6 @@ def auto_copies(launch, a, b) -> tuple[str, ...]:
         into = v.transposed_into(name, p, m, n, k, xgemm.gpu.multiprocessors(0))
         pads = v.tma and not reads_parts(v) and k > 0
         if into not in (None, read) or (into is None and pads
-                                        and tma_pads(v, name, x, _cols(a, b))):
+                                        and tma_pads(v, name, x)):
             copies.append(name)
     return tuple(copies)

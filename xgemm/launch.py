@@ -111,12 +111,12 @@ _maps_lock = threading.Lock()
 
 
 def tensor_map(address: int, dtype: str, dims: tuple[int, ...], strides: tuple[int, ...],
-               box: tuple[int, ...]) -> Any:
+               box: tuple[int, ...], swizzled: bool = True) -> Any:
     """``xgemm.tma.tensor_map`` as a kernel argument, encoded once per address and
     geometry: a call on the same arrays (a weight, an output the memory pool hands back)
     reuses the map, a map is 128 bytes of host memory, and the driver's encoding is the
     costly part."""
-    key = (address, dtype, dims, strides, box)
+    key = (address, dtype, dims, strides, box, swizzled)
     with _maps_lock:
         found = _maps.get(key)
         if found is not None:
@@ -126,10 +126,10 @@ def tensor_map(address: int, dtype: str, dims: tuple[int, ...], strides: tuple[i
     from .tma import tensor_map as encode
 
     try:
-        made = encode(address, dtype, dims, strides, box)
+        made = encode(address, dtype, dims, strides, box, swizzled)
     except NoContextError:
         _make_context_current()
-        made = encode(address, dtype, dims, strides, box)
+        made = encode(address, dtype, dims, strides, box, swizzled)
     made = ByValue(made, made.ctypes.data)
     with _maps_lock:
         _maps[key] = made
@@ -138,19 +138,20 @@ def tensor_map(address: int, dtype: str, dims: tuple[int, ...], strides: tuple[i
     return made
 
 
-def tensor_maps(address: int, geometries: tuple[tuple, ...]) -> Any:
+def tensor_maps(address: int, geometries: tuple[tuple | None, ...]) -> Any:
     """Eight maps of one operand (rung 34's, ``xgemm.tma.eighth_maps``) as one argument:
-    their 128 bytes each, one after another, as the kernel's struct of eight lays them;
-    a set of fewer is filled with empty maps. Encoded once per address and geometries."""
+    their 128 bytes each, one after another, as the kernel's struct of eight lays them
+    (an empty map for a residue with no line). Encoded once per address and geometries."""
     key = (address, geometries)
     with _maps_lock:
         found = _maps.get(key)
         if found is not None:
             _maps.move_to_end(key)
             return found
-    maps = [tensor_map(address, *geometry).owner for geometry in geometries]
     joined = np.zeros(8, dtype=np.dtype((np.void, 128)))
-    joined[:len(maps)] = [m[0] for m in maps]
+    for r, residue in enumerate(geometries):
+        if residue is not None:
+            joined[r] = tensor_map(address, *residue).owner[0]
     made = ByValue(joined, joined.ctypes.data)
     with _maps_lock:
         _maps[key] = made

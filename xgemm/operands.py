@@ -77,24 +77,18 @@ def tma_ready(ptr: int, layout: Layout | None, itemsize: int) -> bool:
         n * itemsize % TMA_ALIGNMENT == 0 for n in (layout.ld, layout.batch_stride))
 
 
-def reads_in_eighths(v: Variant, name: str, cols: tuple[bool, bool]) -> bool:
+def reads_in_eighths(v: Variant, name: str) -> bool:
     """Whether ``v`` reads operand ``name`` through eight tensor maps, one per residue of
-    its rows mod 8 (rung 34), where A and B are column-major as ``cols`` says: a K-major
-    operand always; an MN-major one where both are (their k rows then come in the same
-    order)."""
-    if f"tensor_maps_{name}" not in v.extra_args:
-        return False
-    a_col, b_col = cols
-    return (not a_col or not b_col) if name == "a" else (a_col or b_col)
+    its lines mod 8, at any leading dimension and start (rung 34)."""
+    return f"tensor_maps_{name}" in v.extra_args
 
 
-def tma_reads(v: Variant, name: str, ptr: int, layout: Layout | None, itemsize: int,
-              cols: tuple[bool, bool]) -> bool:
+def tma_reads(v: Variant, name: str, ptr: int, layout: Layout | None, itemsize: int) -> bool:
     """Whether TMA reads operand ``name`` of ``v`` in place (else the plan pads a copy):
-    :func:`tma_ready`, or where ``v`` reads it in eighths (:func:`reads_in_eighths`),
-    any leading dimension from a 16-byte aligned start and batch stride."""
-    if layout is not None and reads_in_eighths(v, name, cols):
-        return ptr % TMA_ALIGNMENT == 0 and layout.batch_stride * itemsize % TMA_ALIGNMENT == 0
+    :func:`tma_ready`, or where ``v`` reads it in eighths (:func:`reads_in_eighths`), a
+    batch stride of whole 16 bytes (any leading dimension, any start)."""
+    if layout is not None and reads_in_eighths(v, name):
+        return layout.batch_stride * itemsize % TMA_ALIGNMENT == 0
     return tma_ready(ptr, layout, itemsize)
 
 
@@ -366,15 +360,14 @@ def transposable(shapes: Shapes, vector: bool) -> bool:
 
 def plan_operand(name: str, x: cupy.ndarray, vector: str | None, rows: int, cols: int,
                  layouts: tuple[str, ...], v: Variant, p: dict[str, int], shapes: Shapes,
-                 device: int, auto: bool, relayout: bool, was_folded: bool,
-                 col_major: tuple[bool, bool] = (False, False)) -> tuple[OperandPlan, Any]:
+                 device: int, auto: bool, relayout: bool, was_folded: bool
+                 ) -> tuple[OperandPlan, Any]:
     """How ``v`` at ``p`` reads operand ``name`` (``x``, as a matrix), and the array it
     reads as planning sees it: in place, or from a copy each call makes: ``auto``'s
     transposed copy into the layout the variant reads fastest (``transpose_first``), a
     copy into a layout it reads at all, rows padded for TMA. The copy is made here once,
     to learn its layout. ``relayout``: copy a layout the variant does not read (8-bit
-    operands) instead of refusing it; ``was_folded``: a batch read as one matrix;
-    ``col_major``: whether A and B are read column-major (:func:`tma_reads`)."""
+    operands) instead of refusing it; ``was_folded``: a batch read as one matrix."""
     full_shape = (*shapes.batch, rows, cols)
     into = None  # the layout auto copies this operand into first (transpose_first)
     if auto and transposable(shapes, vector is not None):
@@ -387,7 +380,7 @@ def plan_operand(name: str, x: cupy.ndarray, vector: str | None, rows: int, cols
     else:
         full, layout, copied = ready_operand(x, full_shape, layouts, name, v.name, relayout)
         padded = bool(v.tma and shapes.k > 0 and not tma_reads(v, name, full.data.ptr, layout,
-                                                               full.itemsize, col_major))
+                                                               full.itemsize))
         if padded:  # TMA reads 16-byte aligned rows: pad the rows of one that has none
             source = layout
             full, layout = tma_padded(full, layout)

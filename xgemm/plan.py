@@ -361,20 +361,12 @@ def _make_plan(a: cupy.ndarray, b: cupy.ndarray, checked: _Checked,
     relayout = dtype in EIGHT_BIT  # only K-major rungs multiply them: others are copied
     readable = v.layouts(dtype)
 
-    def operands(cols: tuple[bool, bool]) -> tuple:
-        return tuple(
-            plan_operand(name, x, vec, rows, width, layouts, v, p, shapes, device, auto,
-                         relayout, folded, cols)
-            for name, x, vec, rows, width, layouts in (
-                ("a", mats[0], vectors[0], shapes.m, shapes.k, readable[0]),
-                ("b", mats[1], vectors[1], shapes.k, shapes.n, readable[1])))
-
-    # how A and B lie decides which ones rung 34 reads in eighths: as found, then as read
-    found = [layout_of(x.shape, x.strides, x.itemsize) for x in mats]
-    guess = tuple(layout is not None and layout.col for layout in found)
-    (plan_a, full_a), (plan_b, full_b) = operands(guess)
-    if (plan_a.layout.col, plan_b.layout.col) != guess:
-        (plan_a, full_a), (plan_b, full_b) = operands((plan_a.layout.col, plan_b.layout.col))
+    (plan_a, full_a), (plan_b, full_b) = (
+        plan_operand(name, x, vec, rows, cols, layouts, v, p, shapes, device, auto,
+                     relayout, folded)
+        for name, x, vec, rows, cols, layouts in (
+            ("a", mats[0], vectors[0], shapes.m, shapes.k, readable[0]),
+            ("b", mats[1], vectors[1], shapes.k, shapes.n, readable[1])))
     plan_a, plan_b, parts = _split_first(v, plan_a, plan_b, mats, shapes, device)
     full_c, output, layout_c = plan_output(target, shapes, c_dtype, (a, b, bias))
     p = _store(v, p, dtype, c_dtype, read_c, full_c, layout_c, device)

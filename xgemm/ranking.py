@@ -42,7 +42,6 @@ def ruled(mats: tuple, layouts: list, shapes: Shapes, dtype: str, device: int,
     sms = gpu.multiprocessors(device)
     m, n, k, count = shapes.m, shapes.n, shapes.k, shapes.count
     read = ["col" if layout is not None and layout.col else "row" for layout in layouts]
-    cols = (read[0] == "col", read[1] == "col")
     copyable = [layout is not None and transposable(shapes, vector)
                 for layout, vector in zip(layouts, (shapes.a_vector, shapes.b_vector),
                                           strict=True)]
@@ -59,8 +58,8 @@ def ruled(mats: tuple, layouts: list, shapes: Shapes, dtype: str, device: int,
             if into not in (None, read[i]):  # TMA reads the copy: rows of K values
                 if k * mats[i].itemsize % TMA_ALIGNMENT:
                     return False
-            elif (not tma_reads(v, name, mats[i].data.ptr, layouts[i], mats[i].itemsize,
-                                cols) and m * n * k < TMA_PADDING_PAYS):  # larger: padded
+            elif (not tma_reads(v, name, mats[i].data.ptr, layouts[i], mats[i].itemsize)
+                  and m * n * k < TMA_PADDING_PAYS):  # larger: the plan pads a copy
                 return False
         return True
 
@@ -208,8 +207,7 @@ def priced_copies(v: Variant, p: dict[str, int], mats: tuple, layouts: list, rea
         extents += [along] if into not in (None, read[i]) else [along, ld]
         if into not in (None, read[i]):
             transposed.append(sizes[i])
-        elif v.tma and k > 0 and not tma_reads(v, name, mats[i].data.ptr, layouts[i], item,
-                                                (read[0] == "col", read[1] == "col")):
+        elif v.tma and k > 0 and not tma_reads(v, name, mats[i].data.ptr, layouts[i], item):
             padded.append(sizes[i])
             lines.append((count * (m if read[0] == "row" else k), k if read[1] == "row" else n)[i])
     return cost.Shape(m, n, k, count, letters, padded=tuple(padded),

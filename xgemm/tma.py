@@ -19,6 +19,7 @@ import numpy as np
 #: CUtensorMapDataType values, by NumPy dtype name.
 DATA_TYPES = {"float16": 6, "float32": 7, "bfloat16": 9, "int32": 3,
               "uint8": 0, "int8": 0}  # 8-bit operands: TMA moves bytes (UINT8) whatever they hold
+_SWIZZLE_NONE = 0        # CU_TENSOR_MAP_SWIZZLE_NONE: the box's lines as they lie
 _SWIZZLE_128B = 3        # CU_TENSOR_MAP_SWIZZLE_128B
 _L2_PROMOTION_256B = 3   # CU_TENSOR_MAP_L2_PROMOTION_L2_256B
 _INTERLEAVE_NONE = 0
@@ -51,7 +52,7 @@ def _encode():
 
 
 def tensor_map(address: int, dtype: str, dims: Sequence[int], strides: Sequence[int],
-               box: Sequence[int]) -> np.ndarray:
+               box: Sequence[int], swizzled: bool = True) -> np.ndarray:
     """The tensor map of an array at device ``address``: ``dims`` elements per dimension,
     innermost (contiguous) first; ``strides`` the bytes between consecutive indices of
     every dimension but the first; ``box`` the elements one copy brings, per dimension.
@@ -75,7 +76,8 @@ def tensor_map(address: int, dtype: str, dims: Sequence[int], strides: Sequence[
     code = _encode()(
         out.ctypes.data, DATA_TYPES[dtype], rank, address,
         (u64 * rank)(*dims), (u64 * (rank - 1))(*strides), (u32 * rank)(*box),
-        (u32 * rank)(*([1] * rank)), _INTERLEAVE_NONE, _SWIZZLE_128B, _L2_PROMOTION_256B,
+        (u32 * rank)(*([1] * rank)), _INTERLEAVE_NONE,
+        _SWIZZLE_128B if swizzled else _SWIZZLE_NONE, _L2_PROMOTION_256B,
         _OOB_FILL_ZEROS)
     if code == INVALID_CONTEXT:
         raise NoContextError("cuTensorMapEncodeTiled: this thread has no current CUDA context")
@@ -86,24 +88,25 @@ def tensor_map(address: int, dtype: str, dims: Sequence[int], strides: Sequence[
     return out.view(np.dtype((np.void, 128)))
 
 
-def eighth_maps(dtype: str, itemsize: int, inner: int, lines: int, ld: int, batch_stride: int,
-                count: int, tile_lines: int) -> tuple[tuple, ...]:
-    """The geometries (``tensor_map``'s arguments after the address) of eight maps of one
-    16-bit operand whose lines (rows, or k rows) of ``inner`` values lie ``ld`` apart at
-    any ld: map r holds lines r, r + 8, ..., 8 x ld values apart (16 x ld bytes: a stride
-    TMA takes whatever ld is). Its first coordinate counts from the matrix's start, so
-    line r begins at r x ld; it ends where line r does (r x ld + inner), and its last line
-    is the operand's, so that TMA fills zeros past both as it does for one map. A residue
-    with no line (fewer than 8 lines) gets a map of one value, outside every box asked of
-    it. A box: one 128-byte row of values by an eighth of ``tile_lines``; ``count``
-    matrices ``batch_stride`` apart (0: one matrix).
+def eighth_maps(dtype: str, itemsize: int, skip: int, inner: int, lines: int, ld: int,
+                batch_stride: int, count: int, tile_lines: int) -> tuple[tuple | None, ...]:
+    """The geometries (:func:`tensor_map`'s arguments after the address) of the eight maps
+    rung 34 reads one 16-bit operand through, at any leading dimension: its lines (rows,
+    or k rows) of ``inner`` values lie ``ld`` apart, from ``skip`` values into the 16
+    bytes the maps start at. Map r holds lines r, r + 8, ..., 8 x ld values apart (16 x
+    ld bytes: a stride TMA takes whatever ld is); its first coordinate counts values from
+    the maps' start, so line r begins at skip + r x ld, and it ends where line r does,
+    so that TMA fills zeros past each line and past the operand's last. A box: 72 values
+    of each of an eighth of ``tile_lines`` lines, unswizzled (a staging line of 144
+    bytes). None for a residue with no line (fewer than 8). ``count`` matrices
+    ``batch_stride`` values apart (0: one matrix).
 
-    >>> eighth_maps("bfloat16", 2, 5492, 7181, 5492, 0, 1, 128)[3][:2]
-    ('bfloat16', (21968, 898, 1))
+    >>> eighth_maps("bfloat16", 2, 0, 5492, 7181, 5492, 0, 1, 128)[3][1]
+    (21968, 898, 1)
     """
     stride = batch_stride if batch_stride else 8 * ld * -(-lines // 8)
     depth = count if batch_stride else 1
     return tuple(
-        (dtype, (r * ld + inner, -(-(lines - r) // 8), depth) if r < lines else (1, 1, depth),
-         (8 * ld * itemsize, stride * itemsize), (128 // itemsize, tile_lines // 8, 1))
-        for r in range(8))
+        (dtype, (skip + r * ld + inner, -(-(lines - r) // 8), depth),
+         (8 * ld * itemsize, stride * itemsize), (72, tile_lines // 8, 1), False)
+        if r < lines else None for r in range(8))

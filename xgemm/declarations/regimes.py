@@ -415,27 +415,33 @@ register(Variant(
        "extra_args": (*TF32X3["extra_args"], "tensor_map_a_small", "tensor_map_b_small")},
 ))
 
-# Rung 34: rung 16 (rung 13 where SPLITS is 1) reading 16-bit rows of any length in place:
-# eight tensor maps an operand, one per residue of its rows, each of stride 8 x ld.
+# Rung 34: rung 24 with its staging ring filled by TMA: eight maps an operand, one per
+# residue of its lines mod 8 (a stride of 8 x ld values: 16 x ld bytes, whatever ld), so
+# that 16-bit rows of any length are read in place at the copy engine's pace. Rung 24's
+# producers and rung 16's split of K (SPLITS > 1), one consumer warpgroup.
 register(Variant(
     name="wgmma_any_ld",
     template="gemm/34_wgmma_any_ld.cu.j2",
-    adds="rows of any length read in place by TMA: eight maps an operand, of every eighth"
-         " row (8 x ld values apart: a 16-byte stride whatever ld), each box an eighth of a"
-         " tile; C's rows (or k) in that order, put back by the store",
-    # 128 x 64 tiles over two splits for outputs of few tiles (a narrow C over a long K,
-    # the product this rung is mostly for), four splits or 64-row tiles for fewer still,
-    # and no split for outputs of many tiles
-    candidates=[{}, {"SPLITS": 4}, {"BM": 64, "CONSUMERS": 1},
-                {"BM": 64, "BN": 128, "CONSUMERS": 1}, {"SPLITS": 1, "BN": 128}],
-    defaults={"BM": 128, "BN": 64, "CONSUMERS": 2, "STAGES": 6, "GROUP": 8, "SPLITS": 2},
-    space={"BM": [64, 128], "BN": [64, 128], "CONSUMERS": [1, 2], "STAGES": [4, 6],
-           "GROUP": [8], "SPLITS": [1, 2, 4]},
+    adds="rung 24's staging ring filled by TMA: eight maps an operand, of every eighth line"
+         " (8 x ld values apart: a 16-byte stride whatever ld), boxes from the 16 bytes"
+         " before each line's values; K split across blocks where SPLITS > 1",
+    # 64 x 64 tiles over two splits for outputs of few tiles (a narrow C over a long K,
+    # the product this rung is mostly for), more splits for fewer still, and no split at
+    # 128 x 64 and 128 x 128 for outputs of many tiles
+    candidates=[{}, {"SPLITS": 4}, {"SPLITS": 8}, {"SPLITS": 1, "BM": 128},
+                {"SPLITS": 1, "BM": 128, "BN": 128}],
+    defaults={"BM": 64, "BN": 64, "CONSUMERS": 1, "STAGES": 3, "RAW": 3, "GROUP": 8,
+              "SPLITS": 2},
+    space={"BM": [64, 128], "BN": [64, 128], "CONSUMERS": [1], "STAGES": [2, 3, 4],
+           "RAW": [2, 3, 4], "GROUP": [8], "SPLITS": [1, 2, 4, 8]},
     **{**HOPPER_SPLIT_K,
-       # with split K's loops over the partials, 64 accumulators a consumer thread spill
-       # at 128 x 128 (ptxas, a row-major A and B)
-       "constraints": [*HOPPER["constraints"], "SPLITS == 1 or BM // CONSUMERS * BN < 64 * 128"],
+       "constraints": [*HOPPER["constraints"], "RAW >= 1",
+                       "CONSUMERS == 1",  # rung 24's producers
+                       # three warpgroups hold 168 registers a thread: with the partials'
+                       # loops, tiles past 64 x 64 spill (ptxas)
+                       "SPLITS == 1 or BM * BN <= 64 * 64"],
+       "block": ("128 * (CONSUMERS + 2)",),
        "extra_args": ("tensor_maps_a", "tensor_maps_b", "partials", "arrivals"),
-       # whole tiles of partial sums a split: their values lie in the tiles' order
-       "partial_sums": "(SPLITS > 1) * SPLITS * cdiv(M, BM) * BM * cdiv(N, BN) * BN"},
+       # rung 24's rings
+       "smem_bytes": RING_BYTES + " + RAW * (BM + BN) * 144 + 16 * RAW + 128"},
 ))
