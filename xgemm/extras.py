@@ -6,10 +6,8 @@ tensor map, its geometry; ``xgemm.launch`` adds each call's addresses.
 from __future__ import annotations
 
 from .checks import Shapes
-from .frameworks import pointer
 from .kernel_args import ExtraArg, Source
 from .registry import Variant
-from .tma import ALIGNMENT as TMA_ALIGNMENT
 from .tma import eighth_maps
 
 
@@ -49,8 +47,7 @@ def extra_arg(arg: str, v: Variant, p: dict[str, int], shapes: Shapes, arrays: t
 def _eighth_maps(arg: str, v: Variant, p: dict[str, int], shapes: Shapes, arrays: tuple,
                  layouts: tuple, offsets: tuple, count: int) -> ExtraArg:
     """Rung 34's eight maps of A or B (``tensor_maps_a``, ``tensor_maps_b``,
-    ``tma.eighth_maps``), from the 16 bytes the operand starts in: its address's offset
-    in them is part of the call's signature, so the plan's holds for every call."""
+    ``tma.eighth_maps``); each call places them at its operand's address."""
     operand = arg.removeprefix("tensor_maps_")
     index = "ab".index(operand)
     if shapes.k == 0:
@@ -59,7 +56,6 @@ def _eighth_maps(arg: str, v: Variant, p: dict[str, int], shapes: Shapes, arrays
     rows, cols = ((shapes.m, shapes.k), (shapes.k, shapes.n))[index]
     inner, lines = (rows, cols) if layout.col else (cols, rows)
     k_major = layout.col == (operand == "b")
-    skip = pointer(x) % TMA_ALIGNMENT // x.itemsize
-    return ExtraArg(Source(operand), offsets[index] - skip * x.itemsize, eighth_maps(
-        x.dtype.name, x.itemsize, skip, inner, lines, layout.ld, layout.batch_stride, count,
+    return ExtraArg(Source(operand), offsets[index], eighth_maps(
+        x.dtype.name, x.itemsize, inner, lines, layout.ld, layout.batch_stride, count,
         v.tma_box(operand, p) if k_major else 64))

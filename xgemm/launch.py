@@ -139,19 +139,23 @@ def tensor_map(address: int, dtype: str, dims: tuple[int, ...], strides: tuple[i
 
 
 def tensor_maps(address: int, geometries: tuple[tuple | None, ...]) -> Any:
-    """Eight maps of one operand (rung 34's, ``xgemm.tma.eighth_maps``) as one argument:
-    their 128 bytes each, one after another, as the kernel's struct of eight lays them
-    (an empty map for a residue with no line). Encoded once per address and geometries."""
+    """Eight maps of one operand at ``address`` (rung 34's, ``xgemm.tma.eighth_maps``,
+    placed by ``eighths_at``) as one argument: their 128 bytes each, one after another,
+    as the kernel's struct of eight lays them (an empty map for a residue with no line).
+    Encoded once per address and geometries."""
     key = (address, geometries)
     with _maps_lock:
         found = _maps.get(key)
         if found is not None:
             _maps.move_to_end(key)
             return found
+    from .tma import eighths_at
+
+    base, placed = eighths_at(address, geometries)
     joined = np.zeros(8, dtype=np.dtype((np.void, 128)))
-    for r, residue in enumerate(geometries):
+    for r, residue in enumerate(placed):
         if residue is not None:
-            joined[r] = tensor_map(address, *residue).owner[0]
+            joined[r] = tensor_map(base, *residue).owner[0]
     made = ByValue(joined, joined.ctypes.data)
     with _maps_lock:
         _maps[key] = made

@@ -28,6 +28,8 @@ _OOB_FILL_ZEROS = 0      # CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE: outside the array 
 INVALID_CONTEXT = 201
 #: What TMA needs of a global array: base address and every stride in multiples of this.
 ALIGNMENT = 16
+#: Bytes a value, by NumPy dtype name (those of ``DATA_TYPES``).
+ITEMSIZES = {"float16": 2, "float32": 4, "bfloat16": 2, "int32": 4, "uint8": 1, "int8": 1}
 
 
 class NoContextError(RuntimeError):
@@ -88,25 +90,41 @@ def tensor_map(address: int, dtype: str, dims: Sequence[int], strides: Sequence[
     return out.view(np.dtype((np.void, 128)))
 
 
-def eighth_maps(dtype: str, itemsize: int, skip: int, inner: int, lines: int, ld: int,
-                batch_stride: int, count: int, tile_lines: int) -> tuple[tuple | None, ...]:
+def eighth_maps(dtype: str, itemsize: int, inner: int, lines: int, ld: int, batch_stride: int,
+                count: int, tile_lines: int) -> tuple[tuple | None, ...]:
     """The geometries (:func:`tensor_map`'s arguments after the address) of the eight maps
     rung 34 reads one 16-bit operand through, at any leading dimension: its lines (rows,
-    or k rows) of ``inner`` values lie ``ld`` apart, from ``skip`` values into the 16
-    bytes the maps start at. Map r holds lines r, r + 8, ..., 8 x ld values apart (16 x
-    ld bytes: a stride TMA takes whatever ld is); its first coordinate counts values from
-    the maps' start, so line r begins at skip + r x ld, and it ends where line r does,
-    so that TMA fills zeros past each line and past the operand's last. A box: 72 values
-    of each of an eighth of ``tile_lines`` lines, unswizzled (a staging line of 144
-    bytes). None for a residue with no line (fewer than 8). ``count`` matrices
-    ``batch_stride`` values apart (0: one matrix).
+    or k rows) of ``inner`` values lie ``ld`` apart. Map r holds lines r, r + 8, ..., 8 x
+    ld values apart (16 x ld bytes: a stride TMA takes whatever ld is); its first
+    coordinate counts values from the operand's start, so line r begins at r x ld, and it
+    ends where line r does, so that TMA fills zeros past each line and past the operand's
+    last. A box: 72 values of each of an eighth of ``tile_lines`` lines, unswizzled (a
+    staging line of 144 bytes). None for a residue with no line (fewer than 8). ``count``
+    matrices ``batch_stride`` values apart (0: one matrix). :func:`eighths_at` places
+    them at an address.
 
-    >>> eighth_maps("bfloat16", 2, 0, 5492, 7181, 5492, 0, 1, 128)[3][1]
+    >>> eighth_maps("bfloat16", 2, 5492, 7181, 5492, 0, 1, 128)[3][1]
     (21968, 898, 1)
     """
     stride = batch_stride if batch_stride else 8 * ld * -(-lines // 8)
     depth = count if batch_stride else 1
     return tuple(
-        (dtype, (skip + r * ld + inner, -(-(lines - r) // 8), depth),
+        (dtype, (r * ld + inner, -(-(lines - r) // 8), depth),
          (8 * ld * itemsize, stride * itemsize), (72, tile_lines // 8, 1), False)
         if r < lines else None for r in range(8))
+
+
+def eighths_at(address: int, geometries: tuple[tuple | None, ...]
+               ) -> tuple[int, tuple[tuple | None, ...]]:
+    """Where :func:`eighth_maps` of an operand at device ``address`` start, and their
+    geometries there: at the 16 bytes the operand starts in (TMA's maps start on 16
+    bytes), each first coordinate reaching ``skip`` values further, the operand's offset
+    in those 16 bytes (which its kernel reads off its address).
+
+    >>> eighths_at(0x1006, (("bfloat16", (37, 9, 1), (736, 6624), (72, 8, 1), False),))
+    (4096, (('bfloat16', (40, 9, 1), (736, 6624), (72, 8, 1), False),))
+    """
+    offset = address % ALIGNMENT
+    return address - offset, tuple(
+        None if g is None else (g[0], (g[1][0] + offset // ITEMSIZES[g[0]], *g[1][1:]), *g[2:])
+        for g in geometries)
