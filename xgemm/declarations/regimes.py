@@ -428,12 +428,12 @@ register(Variant(
     # 64 x 64 tiles over two splits for outputs of few tiles (a narrow C over a long K,
     # the product this rung is mostly for), more splits for fewer still, and no split at
     # 128 x 64 and 128 x 128 for outputs of many tiles
-    candidates=[{}, {"SPLITS": 4}, {"SPLITS": 8}, {"SPLITS": 1, "BM": 128},
-                {"SPLITS": 1, "BM": 128, "BN": 128}],
-    defaults={"BM": 64, "BN": 64, "CONSUMERS": 1, "STAGES": 3, "RAW": 3, "GROUP": 8,
+    candidates=[{}, {"SPLITS": 4}, {"SPLITS": 8}, {"RAW": 8}, {"SPLITS": 1, "BM": 128},
+                {"SPLITS": 1, "BM": 128, "BN": 128, "STAGES": 3, "RAW": 3}],
+    defaults={"BM": 64, "BN": 64, "CONSUMERS": 1, "STAGES": 4, "RAW": 4, "GROUP": 8,
               "SPLITS": 2},
     space={"BM": [64, 128], "BN": [64, 128], "CONSUMERS": [1], "STAGES": [2, 3, 4],
-           "RAW": [2, 3, 4], "GROUP": [8], "SPLITS": [1, 2, 4, 8]},
+           "RAW": [2, 3, 4, 6, 8], "GROUP": [8], "SPLITS": [1, 2, 4, 8]},
     **{**HOPPER_SPLIT_K,
        "constraints": [*HOPPER["constraints"], "RAW >= 1",
                        "CONSUMERS == 1",  # rung 24's producers
