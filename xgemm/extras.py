@@ -56,6 +56,9 @@ def _eighth_maps(arg: str, v: Variant, p: dict[str, int], shapes: Shapes, arrays
     rows, cols = ((shapes.m, shapes.k), (shapes.k, shapes.n))[index]
     inner, lines = (rows, cols) if layout.col else (cols, rows)
     k_major = layout.col == (operand == "b")
+    # a box: an eighth of the tile's rows (K-major) of SPAN phases and 8 values more, or
+    # 72 values (a BOX-wide box and 8 more) of SPAN phases of k rows
+    span = p["SPAN"]
+    box = ((64 * span + 8, v.tma_box(operand, p) // 8) if k_major else (72, 8 * span))
     return ExtraArg(Source(operand), offsets[index], eighth_maps(
-        x.dtype.name, x.itemsize, inner, lines, layout.ld, layout.batch_stride, count,
-        v.tma_box(operand, p) if k_major else 64))
+        x.dtype.name, x.itemsize, inner, lines, layout.ld, layout.batch_stride, count, box))

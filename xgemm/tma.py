@@ -91,26 +91,25 @@ def tensor_map(address: int, dtype: str, dims: Sequence[int], strides: Sequence[
 
 
 def eighth_maps(dtype: str, itemsize: int, inner: int, lines: int, ld: int, batch_stride: int,
-                count: int, tile_lines: int) -> tuple[tuple | None, ...]:
+                count: int, box: tuple[int, int]) -> tuple[tuple | None, ...]:
     """The geometries (:func:`tensor_map`'s arguments after the address) of the eight maps
     rung 34 reads one 16-bit operand through, at any leading dimension: its lines (rows,
     or k rows) of ``inner`` values lie ``ld`` apart. Map r holds lines r, r + 8, ..., 8 x
     ld values apart (16 x ld bytes: a stride TMA takes whatever ld is); its first
     coordinate counts values from the operand's start, so line r begins at r x ld, and it
     ends where line r does, so that TMA fills zeros past each line and past the operand's
-    last. A box: 72 values of each of an eighth of ``tile_lines`` lines, unswizzled (a
-    staging line of 144 bytes). None for a residue with no line (fewer than 8). ``count``
-    matrices ``batch_stride`` values apart (0: one matrix). :func:`eighths_at` places
-    them at an address.
+    last. ``box``: values of each line by lines, unswizzled. None for a residue with no
+    line (fewer than 8). ``count`` matrices ``batch_stride`` values apart (0: one
+    matrix). :func:`eighths_at` places them at an address.
 
-    >>> eighth_maps("bfloat16", 2, 5492, 7181, 5492, 0, 1, 128)[3][1]
+    >>> eighth_maps("bfloat16", 2, 5492, 7181, 5492, 0, 1, (200, 16))[3][1]
     (21968, 898, 1)
     """
     stride = batch_stride if batch_stride else 8 * ld * -(-lines // 8)
     depth = count if batch_stride else 1
     return tuple(
         (dtype, (r * ld + inner, -(-(lines - r) // 8), depth),
-         (8 * ld * itemsize, stride * itemsize), (72, tile_lines // 8, 1), False)
+         (8 * ld * itemsize, stride * itemsize), (*box, 1), False)
         if r < lines else None for r in range(8))
 
 

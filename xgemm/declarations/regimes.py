@@ -417,23 +417,25 @@ register(Variant(
 
 # Rung 34: rung 24 with its staging ring filled by TMA: eight maps an operand, one per
 # residue of its lines mod 8 (a stride of 8 x ld values: 16 x ld bytes, whatever ld), so
-# that 16-bit rows of any length are read in place at the copy engine's pace. Rung 24's
-# producers and rung 16's split of K (SPLITS > 1), one consumer warpgroup.
+# that 16-bit rows of any length are read in place at the copy engine's pace; each box
+# brings SPAN phases. Rung 24's producers and rung 16's split of K (SPLITS > 1), one
+# consumer warpgroup.
 register(Variant(
     name="wgmma_any_ld",
     template="gemm/34_wgmma_any_ld.cu.j2",
     adds="rung 24's staging ring filled by TMA: eight maps an operand, of every eighth line"
-         " (8 x ld values apart: a 16-byte stride whatever ld), boxes from the 16 bytes"
-         " before each line's values; K split across blocks where SPLITS > 1",
+         " (8 x ld values apart: a 16-byte stride whatever ld), boxes of SPAN phases from"
+         " the 16 bytes before each line's values; K split across blocks where SPLITS > 1",
     # 64 x 64 tiles over two splits for outputs of few tiles (a narrow C over a long K,
     # the product this rung is mostly for), more splits for fewer still, and no split at
     # 128 x 64 and 128 x 128 for outputs of many tiles
-    candidates=[{}, {"SPLITS": 4}, {"SPLITS": 8}, {"RAW": 8}, {"SPLITS": 1, "BM": 128},
-                {"SPLITS": 1, "BM": 128, "BN": 128, "STAGES": 3, "RAW": 3}],
-    defaults={"BM": 64, "BN": 64, "CONSUMERS": 1, "STAGES": 4, "RAW": 4, "GROUP": 8,
-              "SPLITS": 2},
+    candidates=[{}, {"SPLITS": 4}, {"SPLITS": 8}, {"SPAN": 2},
+                {"SPLITS": 1, "BM": 128, "STAGES": 3, "SPAN": 2},
+                {"SPLITS": 1, "BM": 128, "BN": 128, "STAGES": 2, "SPAN": 2}],
+    defaults={"BM": 64, "BN": 64, "CONSUMERS": 1, "STAGES": 4, "RAW": 2, "SPAN": 3,
+              "GROUP": 8, "SPLITS": 2},
     space={"BM": [64, 128], "BN": [64, 128], "CONSUMERS": [1], "STAGES": [2, 3, 4],
-           "RAW": [2, 3, 4, 6, 8], "GROUP": [8], "SPLITS": [1, 2, 4, 8]},
+           "RAW": [2, 3, 4], "SPAN": [1, 2, 3], "GROUP": [8], "SPLITS": [1, 2, 4, 8]},
     **{**HOPPER_SPLIT_K,
        "constraints": [*HOPPER["constraints"], "RAW >= 1",
                        "CONSUMERS == 1",  # rung 24's producers
@@ -442,6 +444,7 @@ register(Variant(
                        "SPLITS == 1 or BM * BN <= 64 * 64"],
        "block": ("128 * (CONSUMERS + 2)",),
        "extra_args": ("tensor_maps_a", "tensor_maps_b", "partials", "arrivals"),
-       # rung 24's rings
-       "smem_bytes": RING_BYTES + " + RAW * (BM + BN) * 144 + 16 * RAW + 128"},
+       # rung 13's ring, then the staging ring: each slot SPAN phases of lines of 144
+       # bytes (MN-major; K-major lines of 64 x SPAN + 8 values take no more)
+       "smem_bytes": RING_BYTES + " + RAW * (BM + BN) * 144 * SPAN + 16 * RAW + 128"},
 ))
