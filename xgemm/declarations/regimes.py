@@ -431,7 +431,7 @@ register(Variant(
     # 128 x 64 and 128 x 128 for outputs of many tiles
     candidates=[{}, {"SPLITS": 4}, {"SPLITS": 8}, {"SPAN": 2},
                 {"SPLITS": 1, "BM": 128, "STAGES": 3, "SPAN": 2},
-                {"SPLITS": 1, "BM": 128, "BN": 128, "STAGES": 2, "SPAN": 2}],
+                {"SPLITS": 1, "BM": 128, "BN": 128, "STAGES": 3, "RAW": 3, "SPAN": 1}],
     defaults={"BM": 64, "BN": 64, "CONSUMERS": 1, "STAGES": 4, "RAW": 2, "SPAN": 3,
               "GROUP": 8, "SPLITS": 2},
     space={"BM": [64, 128], "BN": [64, 128], "CONSUMERS": [1], "STAGES": [2, 3, 4],
