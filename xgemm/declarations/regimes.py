@@ -441,7 +441,9 @@ register(Variant(
                        "CONSUMERS == 1",  # rung 24's producers
                        # three warpgroups hold 168 registers a thread: with the partials'
                        # loops, tiles past 64 x 64 spill (ptxas)
-                       "SPLITS == 1 or BM * BN <= 64 * 64"],
+                       "SPLITS == 1 or BM * BN <= 64 * 64",
+                       # a span's phases laid out together, into as many ring slots
+                       "STAGES > SPAN"],
        "block": ("128 * (CONSUMERS + 2)",),
        "extra_args": ("tensor_maps_a", "tensor_maps_b", "partials", "arrivals"),
        # rung 13's ring, then the staging ring: each slot SPAN phases of lines of 144
