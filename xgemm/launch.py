@@ -110,32 +110,40 @@ _maps: OrderedDict[tuple, Any] = OrderedDict()
 _maps_lock = threading.Lock()
 
 
+def _remembered_map(key: tuple, make: Callable[[], Any]) -> Any:
+    """``_maps[key]``, made by ``make`` (encoding: the costly part) and kept there if
+    missing; the ``TENSOR_MAP_CACHE_SIZE`` latest stay."""
+    with _maps_lock:
+        found = _maps.get(key)
+        if found is not None:
+            _maps.move_to_end(key)
+            return found
+    made = make()
+    with _maps_lock:
+        _maps[key] = made
+        if len(_maps) > TENSOR_MAP_CACHE_SIZE:
+            _maps.popitem(last=False)
+    return made
+
+
 def tensor_map(address: int, dtype: str, dims: tuple[int, ...], strides: tuple[int, ...],
                box: tuple[int, ...], swizzled: bool = True) -> Any:
     """``xgemm.tma.tensor_map`` as a kernel argument, encoded once per address and
     geometry: a call on the same arrays (a weight, an output the memory pool hands back)
     reuses the map, a map is 128 bytes of host memory, and the driver's encoding is the
     costly part."""
-    key = (address, dtype, dims, strides, box, swizzled)
-    with _maps_lock:
-        found = _maps.get(key)
-        if found is not None:
-            _maps.move_to_end(key)
-            return found
-    from .tma import NoContextError
-    from .tma import tensor_map as encode
+    def make() -> Any:
+        from .tma import NoContextError
+        from .tma import tensor_map as encode
 
-    try:
-        made = encode(address, dtype, dims, strides, box, swizzled)
-    except NoContextError:
-        _make_context_current()
-        made = encode(address, dtype, dims, strides, box, swizzled)
-    made = ByValue(made, made.ctypes.data)
-    with _maps_lock:
-        _maps[key] = made
-        if len(_maps) > TENSOR_MAP_CACHE_SIZE:
-            _maps.popitem(last=False)
-    return made
+        try:
+            made = encode(address, dtype, dims, strides, box, swizzled)
+        except NoContextError:
+            _make_context_current()
+            made = encode(address, dtype, dims, strides, box, swizzled)
+        return ByValue(made, made.ctypes.data)
+
+    return _remembered_map((address, dtype, dims, strides, box, swizzled), make)
 
 
 def tensor_maps(address: int, geometries: tuple[tuple | None, ...]) -> Any:
@@ -143,25 +151,17 @@ def tensor_maps(address: int, geometries: tuple[tuple | None, ...]) -> Any:
     placed by ``eighths_at``) as one argument: their 128 bytes each, one after another,
     as the kernel's struct of eight lays them (an empty map for a residue with no line).
     Encoded once per address and geometries."""
-    key = (address, geometries)
-    with _maps_lock:
-        found = _maps.get(key)
-        if found is not None:
-            _maps.move_to_end(key)
-            return found
-    from .tma import eighths_at
+    def make() -> Any:
+        from .tma import eighths_at
 
-    base, placed = eighths_at(address, geometries)
-    joined = np.zeros(8, dtype=np.dtype((np.void, 128)))
-    for r, residue in enumerate(placed):
-        if residue is not None:
-            joined[r] = tensor_map(base, *residue).owner[0]
-    made = ByValue(joined, joined.ctypes.data)
-    with _maps_lock:
-        _maps[key] = made
-        if len(_maps) > TENSOR_MAP_CACHE_SIZE:
-            _maps.popitem(last=False)
-    return made
+        base, placed = eighths_at(address, geometries)
+        joined = np.zeros(8, dtype=np.dtype((np.void, 128)))
+        for r, residue in enumerate(placed):
+            if residue is not None:
+                joined[r] = tensor_map(base, *residue).owner[0]
+        return ByValue(joined, joined.ctypes.data)
+
+    return _remembered_map((address, geometries), make)
 
 
 @functools.cache

@@ -16,6 +16,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from .expressions import cdiv
+
 #: CUtensorMapDataType values, by NumPy dtype name.
 DATA_TYPES = {"float16": 6, "float32": 7, "bfloat16": 9, "int32": 3,
               "uint8": 0, "int8": 0}  # 8-bit operands: TMA moves bytes (UINT8) whatever they hold
@@ -105,10 +107,10 @@ def eighth_maps(dtype: str, itemsize: int, inner: int, lines: int, ld: int, batc
     >>> eighth_maps("bfloat16", 2, 5492, 7181, 5492, 0, 1, (200, 16))[3][1]
     (21968, 898, 1)
     """
-    stride = batch_stride if batch_stride else 8 * ld * -(-lines // 8)
+    stride = batch_stride if batch_stride else 8 * ld * cdiv(lines, 8)
     depth = count if batch_stride else 1
     return tuple(
-        (dtype, (r * ld + inner, -(-(lines - r) // 8), depth),
+        (dtype, (r * ld + inner, cdiv(lines - r, 8), depth),
          (8 * ld * itemsize, stride * itemsize), (*box, 1), False)
         if r < lines else None for r in range(8))
 
