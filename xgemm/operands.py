@@ -379,8 +379,8 @@ def plan_operand(name: str, x: cupy.ndarray, vector: str | None, rows: int, cols
         full, layout, transpose = transposed(x, found, device)
     else:
         full, layout, copied = ready_operand(x, full_shape, layouts, name, v.name, relayout)
-        padded = bool(v.tma and shapes.k > 0 and not tma_reads(v, name, full.data.ptr, layout,
-                                                               full.itemsize))
+        padded = bool(v.tma and shapes.k > 0
+                      and not tma_reads(v, name, full.data.ptr, layout, full.itemsize))
         if padded:  # TMA reads 16-byte aligned rows: pad the rows of one that has none
             source = layout
             full, layout = tma_padded(full, layout)

@@ -360,7 +360,6 @@ def _make_plan(a: cupy.ndarray, b: cupy.ndarray, checked: _Checked,
 
     relayout = dtype in EIGHT_BIT  # only K-major rungs multiply them: others are copied
     readable = v.layouts(dtype)
-
     (plan_a, full_a), (plan_b, full_b) = (
         plan_operand(name, x, vec, rows, cols, layouts, v, p, shapes, device, auto,
                      relayout, folded)
@@ -465,7 +464,7 @@ def _chunks(plan: Plan, arrays: tuple, item: int) -> None:
         offsets = (first * la.batch_stride * item, first * lb.batch_stride * item,
                    first * lc.batch_stride * c_item)
         extra = tuple(extra_arg(arg, v, p, shapes, arrays, (la, lb, lc), offsets, first,
-                                 count, (sums * acc_size, counters * 4), small)
+                                count, (sums * acc_size, counters * 4), small)
                       for arg in v.extra_args)
         chunks.append(Chunk((*grid[:2], count * splits), offsets, extra))
     plan.chunks = tuple(chunks)
