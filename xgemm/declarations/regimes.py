@@ -354,9 +354,11 @@ register(Variant(
            "BM // 64 * BN // 2 <= 128",  # accumulators a consumer thread holds: a whole tile
            "TMA_STORE in (0, 1, 2)",  # 2: planned, for rows TMA cannot write
        ],
-       # each warpgroup's whole tile of C staged, a line more a row where TMA cannot write
-       "smem_bytes": RING_BYTES + " + min(TMA_STORE, 1) * CONSUMERS * BM * BN * BYTES"
-                                  " + (TMA_STORE == 2) * CONSUMERS * BM * 16",
+       # C staged for each warpgroup's whole tiles: two boxes of them for TMA stores, the
+       # tile a line more a row where TMA cannot write
+       "smem_bytes": RING_BYTES + " + (TMA_STORE == 1) * CONSUMERS * BM * 128"
+                                  " * min(BN * BYTES // 128, 2)"
+                                  " + (TMA_STORE == 2) * CONSUMERS * BM * (BN * BYTES + 16)",
        "tma_boxes": {"a": "BM", "b": "BN", "c": "(TMA_STORE == 1) * BM"}},
 ))
 

@@ -126,9 +126,11 @@ WGMMA = dict(
               "SPREAD": 0},
     space={"BM": [64, 128, 256], "BN": [64, 128, 192, 256], "CONSUMERS": [1, 2],
            "STAGES": [2, 3, 4, 5, 6], "GROUP": [8], "TMA_STORE": [0, 1], "SPREAD": [0]},
-    # with C staged (TMA_STORE 1 or 2), each consumer warpgroup's rows of a tile of C too,
-    # a 16-byte line more a row where TMA cannot write them (2)
-    smem_bytes=RING_BYTES + " + min(TMA_STORE, 1) * BM * BN * BYTES + (TMA_STORE == 2) * BM * 16",
+    # with C staged: two 128-byte boxes of each consumer warpgroup's rows (one, where BN
+    # is one box) for TMA stores (TMA_STORE 1), or its rows of a tile of C a 16-byte line
+    # wider where TMA cannot write them (2)
+    smem_bytes=RING_BYTES + " + (TMA_STORE == 1) * BM * 128 * min(BN * BYTES // 128, 2)"
+                            " + (TMA_STORE == 2) * BM * (BN * BYTES + 16)",
     # C's box: one consumer warpgroup's rows, when C leaves through TMA
     tma_boxes={"a": "BM", "b": "BN", "c": "(TMA_STORE == 1) * BM // CONSUMERS"},
     extra_args=("tensor_map_a", "tensor_map_b", "tensor_map_c"),
