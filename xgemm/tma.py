@@ -17,6 +17,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from .expressions import cdiv
+from .specs import DTYPES
 
 #: CUtensorMapDataType values, by NumPy dtype name.
 DATA_TYPES = {"float16": 6, "float32": 7, "bfloat16": 9, "int32": 3,
@@ -30,8 +31,6 @@ _OOB_FILL_ZEROS = 0      # CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE: outside the array 
 INVALID_CONTEXT = 201
 #: What TMA needs of a global array: base address and every stride in multiples of this.
 ALIGNMENT = 16
-#: Bytes a value, by NumPy dtype name (those of ``DATA_TYPES``).
-ITEMSIZES = {"float16": 2, "float32": 4, "bfloat16": 2, "int32": 4, "uint8": 1, "int8": 1}
 
 
 class NoContextError(RuntimeError):
@@ -127,5 +126,6 @@ def eighths_at(address: int, geometries: tuple[tuple | None, ...]
     """
     offset = address % ALIGNMENT
     return address - offset, tuple(
-        None if g is None else (g[0], (g[1][0] + offset // ITEMSIZES[g[0]], *g[1][1:]), *g[2:])
+        None if g is None else (g[0], (g[1][0] + offset // DTYPES[g[0]].itemsize, *g[1][1:]),
+                                *g[2:])
         for g in geometries)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from ..registry import Variant, register
 from ..specs import EIGHT_BIT, FLOAT_DTYPES
-from .tensor_cores import HOPPER, HOPPER_SPLIT_K, MMA, RING_BYTES, TF32, WGMMA
+from .tensor_cores import HOPPER, HOPPER_SPLIT_K, MMA, RING_BYTES, TF32, WGMMA, c_staging_bytes
 
 # Rung 18: rung 14 on 8-bit operands. Both operands K-major, C staged for TMA as
 # 16-bit values (bfloat16 or float16; float32 and int32 C leave from registers), the
@@ -354,11 +354,8 @@ register(Variant(
            "BM // 64 * BN // 2 <= 128",  # accumulators a consumer thread holds: a whole tile
            "TMA_STORE in (0, 1, 2)",  # 2: planned, for rows TMA cannot write
        ],
-       # C staged for each warpgroup's whole tiles: two boxes of them for TMA stores, the
-       # tile a line more a row where TMA cannot write
-       "smem_bytes": RING_BYTES + " + (TMA_STORE == 1) * CONSUMERS * BM * 128"
-                                  " * min(BN * BYTES // 128, 2)"
-                                  " + (TMA_STORE == 2) * CONSUMERS * BM * (BN * BYTES + 16)",
+       # C staged for each warpgroup's whole tiles: CONSUMERS x BM rows
+       "smem_bytes": RING_BYTES + c_staging_bytes("CONSUMERS * BM"),
        "tma_boxes": {"a": "BM", "b": "BN", "c": "(TMA_STORE == 1) * BM"}},
 ))
 

@@ -99,6 +99,15 @@ HOPPER = dict(
 # the ring (128 bytes of k per row a stage), its 2 x STAGES mbarriers, 1 KiB to align it
 RING_BYTES = "STAGES * (BM + BN) * 128 + 16 * STAGES + 1024"
 
+
+def c_staging_bytes(rows: str) -> str:
+    """The shared memory (an expression, to add to the ring's) where rung 14 stages
+    ``rows`` rows of C at once (every consumer warpgroup's): two 128-byte boxes of each
+    row (one where BN is one box) for TMA stores (TMA_STORE 1), or the rows whole and a
+    16-byte line wider where TMA cannot write them (2)."""
+    return (f" + (TMA_STORE == 1) * {rows} * 128 * min(BN * BYTES // 128, 2)"
+            f" + (TMA_STORE == 2) * {rows} * (BN * BYTES + 16)")
+
 register(Variant(
     name="wgmma_ring",
     template="gemm/13_wgmma_ring.cu.j2",
@@ -126,11 +135,8 @@ WGMMA = dict(
               "SPREAD": 0},
     space={"BM": [64, 128, 256], "BN": [64, 128, 192, 256], "CONSUMERS": [1, 2],
            "STAGES": [2, 3, 4, 5, 6], "GROUP": [8], "TMA_STORE": [0, 1], "SPREAD": [0]},
-    # with C staged: two 128-byte boxes of each consumer warpgroup's rows (one, where BN
-    # is one box) for TMA stores (TMA_STORE 1), or its rows of a tile of C a 16-byte line
-    # wider where TMA cannot write them (2)
-    smem_bytes=RING_BYTES + " + (TMA_STORE == 1) * BM * 128 * min(BN * BYTES // 128, 2)"
-                            " + (TMA_STORE == 2) * BM * (BN * BYTES + 16)",
+    # with C staged: the consumer warpgroups' rows of a tile, BM of them
+    smem_bytes=RING_BYTES + c_staging_bytes("BM"),
     # C's box: one consumer warpgroup's rows, when C leaves through TMA
     tma_boxes={"a": "BM", "b": "BN", "c": "(TMA_STORE == 1) * BM // CONSUMERS"},
     extra_args=("tensor_map_a", "tensor_map_b", "tensor_map_c"),
