@@ -64,6 +64,11 @@ def test_heuristic_sizes_tiles_by_the_gpus_multiprocessors():
     # float64 1024^2 in 64 x 128 tiles is 128: fewer than 132 SMs, so 64 x 64 tiles
     assert heuristic(1024, 1024, 1024, "float64", 90, sms=132)[1]["BN"] == 64
     assert heuristic(1024, 1024, 1024, "float64", 90, sms=16)[1]["BN"] == 128
+    # 16 bits: 8192 x 512 in 128 x 256 tiles is 128 tiles, most of a round of 132 SMs:
+    # kept, at four stages; TF32 takes 128 x 128 tiles there
+    assert {k: v for k, v in heuristic(8192, 512, 2048, "bfloat16", 90, sms=132)[1].items()
+            if k in ("BM", "BN", "STAGES")} == {"BM": 128, "BN": 256, "STAGES": 4}
+    assert heuristic(8192, 512, 2048, "float32", 90, "tf32", sms=132)[1]["BN"] == 128
     # a batch counts all its tiles: 16 x 1024^2 keeps 128 x 256 tiles (512 of them)
     assert heuristic(1024, 1024, 1024, "float16", 90, batch=16)[1]["BN"] == 256
     # a phase a tile (K = 64): the batch's products share the SMs
