@@ -20,14 +20,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 
 import torch
 
 import xgemm
 from xgemm import gpu
 from xgemm.expressions import cdiv
-from xgemm.timing import scrub_pays, time_launches
+from xgemm.timing import median_ms_in_turns, scrub_pays
 from xgemm.tools import generalisation, measuring
 
 #: Timed calls of each contender (their median is its time).
@@ -60,14 +59,9 @@ def measure(case: measuring.Product, dtype: str, seed: int) -> dict:
         if not error < 2e-2:
             raise SystemExit(f"{case.label} {variant} {params}: error {error:.2e}")
         calls[label(variant, params)] = launch
-    times: dict[str, list[float]] = {name: [] for name in calls}
-    for turn in range(REPEAT):
-        for name, call in calls.items():
-            times[name] += time_launches(call, warmup=3 if turn == 0 else 0, repeat=1,
-                                         flush_l2=flush)
     row: dict = {"case": case.label, "name": case.name, "tiles": tiles, "waves": tiles / sms,
                  "auto": auto.variant.name, "auto_params": dict(auto.params)}
-    row.update({name: statistics.median(ms) for name, ms in times.items()})
+    row.update(median_ms_in_turns(calls, REPEAT, flush))
     return row
 
 

@@ -20,14 +20,13 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import statistics
 
 import numpy as np
 import torch
 
 import xgemm
 from xgemm.expressions import cdiv
-from xgemm.timing import scrub_pays, time_launches
+from xgemm.timing import median_ms_in_turns, scrub_pays
 from xgemm.tools import measuring
 
 #: 128 x 256 tiles a drawn product has at least: half a round of the H100's 132 SMs.
@@ -72,13 +71,7 @@ def measure(case: measuring.Product, dtype: str, seed: int, rounds: int, sms: in
         if not error < 2e-2:
             raise SystemExit(f"{case.label} {name}: error {error:.2e}")
         calls[name] = launch
-    times: dict[str, list[float]] = {name: [] for name in calls}
-    for turn in range(rounds):
-        for name, call in calls.items():
-            times[name] += time_launches(call, warmup=3 if turn == 0 else 0, repeat=1,
-                                         flush_l2=flush)
-    return {"case": case.label, "tiles": tiles,
-            **{name: statistics.median(ms) for name, ms in times.items()}}
+    return {"case": case.label, "tiles": tiles, **median_ms_in_turns(calls, rounds, flush)}
 
 
 def main() -> None:
