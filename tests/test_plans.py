@@ -392,6 +392,21 @@ def test_a_prepared_launch_reads_its_inputs_as_they_are_when_it_runs(rng):
 
 
 @gpu
+@pytest.mark.parametrize(("k", "pitch"), [(685, 704), (27, 32)])
+def test_a_copy_padded_for_tma_starts_its_lines_on_128_bytes(rng, k, pitch):
+    """Rows TMA cannot read are copied at a pitch of whole 128 bytes (TMA reads lines
+    that start 16 bytes past one at two-thirds the rate), or 16 where a row is shorter
+    than 128 bytes; the product is right either way."""
+    if xgemm.gpu.compute_capability(0) != 90:
+        pytest.skip("TMA (wgmma) runs on sm_90 only")
+    a, b = rng.array((96, k), "float16"), rng.array((k, 64), "float16")
+    launch = xgemm.prepare(a, b, variant="wgmma")
+    assert launch.copies == ("a",)
+    assert launch.plan.a.layout.ld == pitch
+    assert relative_error(launch(), a, b) < REFERENCE_TOLERANCE["float16"]
+
+
+@gpu
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 @pytest.mark.parametrize("rows", [1, 5])
 def test_a_batch_of_rows_times_one_matrix_is_one_product(rng, dtype, rows):

@@ -34,6 +34,7 @@ from .kernel_args import geometry, packed
 from .registry import Variant, get_variant
 from .specs import DTYPES, Spec, numpy_dtype
 from .tma import ALIGNMENT as TMA_ALIGNMENT
+from .tma import padded_line
 
 if TYPE_CHECKING:
     import cupy
@@ -93,16 +94,16 @@ def tma_reads(v: Variant, name: str, ptr: int, layout: Layout | None, itemsize: 
 
 
 def tma_padded(x: cupy.ndarray, layout: Layout) -> tuple[cupy.ndarray, Layout]:
-    """``x`` (*batch, rows, cols) copied with its rows (columns, column-major) padded to
-    16 bytes, for TMA. A broadcast batch (stride 0) stays one padded matrix, broadcast."""
+    """``x`` (*batch, rows, cols) copied with its rows (columns, column-major) padded for
+    TMA (``tma.padded_line``). A broadcast batch (stride 0) stays one padded matrix,
+    broadcast."""
     import cupy
 
-    group = TMA_ALIGNMENT // x.itemsize
     broadcast = layout.batch_stride == 0 and x.ndim > 2
     source = x[(0,) * (x.ndim - 2)] if broadcast else x
     lines = cupy.swapaxes(source, -1, -2) if layout.col else source  # contiguous dim last
     *batch, outer, inner = lines.shape
-    padded = cupy.empty((*batch, outer, -(-inner // group) * group), dtype=x.dtype)
+    padded = cupy.empty((*batch, outer, padded_line(inner, x.itemsize)), dtype=x.dtype)
     view = padded[..., :inner]
     view[...] = lines
     if layout.col:
