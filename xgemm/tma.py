@@ -25,8 +25,8 @@ DATA_TYPES = {"float16": 6, "float32": 7, "bfloat16": 9, "int32": 3,
 _SWIZZLE_NONE = 0        # CU_TENSOR_MAP_SWIZZLE_NONE: the box's lines as they lie
 _SWIZZLE_128B = 3        # CU_TENSOR_MAP_SWIZZLE_128B
 #: CU_TENSOR_MAP_L2_PROMOTION_L2_128B. With 256 bytes, rung 14 ran 1520 x 6904 x 9408:TN
-#: (lines 16 bytes past 128) 1.17x slower; on 113 random products 1.01x the time in the
-#: geometric mean, at most 1.05x faster (small ones, within a run's spread)
+#: (lines 16 bytes past 128) 1.17x slower; 113 random products took 0.99x the time with
+#: 128 (geometric mean), none more than 1.05x longer (small ones, a run's spread)
 _L2_PROMOTION_128B = 2
 _INTERLEAVE_NONE = 0
 _OOB_FILL_ZEROS = 0      # CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE: outside the array reads as 0
@@ -44,8 +44,8 @@ FAST_PITCH = 128
 
 def padded_line(values: int, itemsize: int) -> int:
     """The values a line of ``values`` items is padded to in a copy for TMA: whole
-    ``FAST_PITCH`` bytes, or whole 16 where the line is shorter than that (a copy mostly
-    of padding would cost more than the misaligned lines).
+    ``FAST_PITCH`` bytes, or whole 16 where the line is shorter than that (a copy at 128
+    would be mostly padding).
 
     >>> padded_line(685, 2), padded_line(704, 2), padded_line(27, 2)
     (704, 704, 32)
