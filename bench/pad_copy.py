@@ -44,12 +44,13 @@ def measure(shapes: list[tuple[int, int]]) -> list[dict]:
     from xgemm import timing
     from xgemm.launch import pad_rows
     from xgemm.operands import padding, plan_pad_launch
+    from xgemm.tma import padded_line
 
     stream = cupy.cuda.get_current_stream().ptr
     rows = []
     for lines, width in shapes:
         x = cupy.random.standard_normal((lines, width), dtype=cupy.float32).astype(cupy.float16)
-        pitch = -(-width // 8) * 8
+        pitch = padded_line(width, 2)  # as a call pads (tma.padded_line)
         y = cupy.empty((lines, pitch), dtype=cupy.float16)
         pad = plan_pad_launch((padding(lines, width * 2, width * 2, pitch * 2, lines * pitch),),
                               cupy.cuda.Device().id)

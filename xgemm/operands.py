@@ -168,8 +168,8 @@ class Transpose:
 
 @dataclass(frozen=True)
 class Pad:
-    """How a call copies an operand whose rows TMA cannot read into rows padded to 16
-    bytes: ``height`` lines of ``width`` bytes, ``src_pitch`` apart in the operand,
+    """How a call copies an operand whose rows TMA cannot read into rows padded for TMA
+    (``tma.padded_line``): ``height`` lines of ``width`` bytes, ``src_pitch`` apart in the operand,
     ``dst_pitch`` apart in a fresh array of ``elements`` values (a batch whose matrices
     follow one another is one run of lines; a broadcast one is padded once), in
     ``chunks`` 16-byte chunks. The plan's :class:`PadLaunch` copies it."""
