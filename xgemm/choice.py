@@ -242,9 +242,12 @@ def _hopper(q: _Asked) -> Pick | None:
             # 36 products, 2048-15424 rows and columns: at K <= 768 0.70-1.00 of the time of
             # 128 x 256 tiles, geomean 0.85; from K = 1300 1.05; evidence/pingpong_rule.txt)
             return pingpong.name, dict(pingpong.defaults)
-        if k <= 2 * 64:  # a phase or two a tile: blocks walk the whole batch's tiles, 128
-            # wide (64 x (1024 x 1024 x 64): 0.83-0.86x cuBLAS against 0.53x, and 0.81x
-            # 256 wide; batched_grid.txt, auto_rules.txt)
+        if k <= 2 * 64 and q.batch > 1:  # a phase or two a tile: blocks walk the whole
+            # batch's tiles, 128 wide (64 x (1024 x 1024 x 64): 0.83-0.86x cuBLAS against
+            # 0.53x, and 0.81x 256 wide; batched_grid.txt, auto_rules.txt). One product
+            # keeps its tiles: 128 x 128 took 1.07-1.18x the time of 128 x 256 on tiny-K
+            # products of large outputs (152064 x 3584 x 8:TN 399.6 us against 372.2;
+            # evidence/regimes_probe_96a0deb.txt)
             params.update(SPREAD=1, BN=min(params["BN"], 128))
         return wgmma.name, params
     return None
