@@ -10,6 +10,7 @@ import pytest
 
 import xgemm
 from xgemm import calibrate, cost, ranking
+from xgemm.choice import heuristic
 from xgemm.cost import Shape
 from xgemm.tools import generalisation
 
@@ -81,6 +82,7 @@ def test_large_16_bit_products_keep_wgmma_with_large_tiles(dtype):
     pick) by the margin that would replace them."""
     call, _, _ = cheapest(8192, 8192, 8192, dtype)
     v = xgemm.get_variant("wgmma")
+    assert heuristic(8192, 8192, 8192, dtype, 90, sms=132) == ("wgmma", v.defaults)
     assert v.defaults["BM"] * v.defaults["BN"] == 128 * 256
     large = cost.estimate(v, v.defaults, dtype, Shape(8192, 8192, 8192))
     assert large < call * (1 + ranking.MODEL_MARGIN)

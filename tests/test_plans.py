@@ -71,8 +71,11 @@ def test_heuristic_sizes_tiles_by_the_gpus_multiprocessors():
     assert heuristic(8192, 512, 2048, "float32", 90, "tf32", sms=132)[1]["BN"] == 128
     # a batch counts all its tiles: 16 x 1024^2 keeps 128 x 256 tiles (512 of them)
     assert heuristic(1024, 1024, 1024, "float16", 90, batch=16)[1]["BN"] == 256
-    # a phase a tile (K = 64): the batch's products share the SMs
+    # a phase a tile (K = 64): the batch's products share the SMs; one product keeps its
+    # 128 x 256 tiles
     assert heuristic(1024, 1024, 64, "float16", 90, batch=64)[1]["SPREAD"] == 1
+    assert {k: v for k, v in heuristic(8192, 8192, 8, "bfloat16", 90, sms=132)[1].items()
+            if k in ("BN", "SPREAD")} == {"BN": 256, "SPREAD": 0}
     # at most 32 rows and long K: A's rows as wgmma's n (wgmma_rows), 64 columns a tile
     # while two blocks a tile fit in the SMs, else 128; K split in two, or in four where
     # that leaves under a block per two SMs

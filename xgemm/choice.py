@@ -245,9 +245,10 @@ def _hopper(q: _Asked) -> Pick | None:
         if k <= 2 * 64 and q.batch > 1:  # a phase or two a tile: blocks walk the whole
             # batch's tiles, 128 wide (64 x (1024 x 1024 x 64): 0.83-0.86x cuBLAS against
             # 0.53x, and 0.81x 256 wide; batched_grid.txt, auto_rules.txt). One product
-            # keeps its tiles: 128 x 128 took 1.07-1.18x the time of 128 x 256 on tiny-K
-            # products of large outputs (152064 x 3584 x 8:TN 399.6 us against 372.2;
-            # evidence/regimes_probe_96a0deb.txt)
+            # keeps its tiles: on aligned tiny-K products of large outputs 128 x 128 took
+            # 1.03-1.18x the time of 128 x 256 (both at 2 stages; 152064 x 3584 x 8:TN 399.6
+            # us against 372.2, 376.7 at the default 4), 0.95x on 6000 x 7000 x 16
+            # (evidence/regimes_probe_96a0deb.txt)
             params.update(SPREAD=1, BN=min(params["BN"], 128))
         return wgmma.name, params
     return None
