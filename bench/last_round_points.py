@@ -26,7 +26,7 @@ import torch
 import xgemm
 from xgemm import gpu
 from xgemm.expressions import cdiv
-from xgemm.timing import median_ms_in_turns, scrub_pays
+from xgemm.timing import scrub_pays
 from xgemm.tools import generalisation, measuring
 
 #: Timed calls of each contender (their median is its time).
@@ -61,7 +61,7 @@ def measure(case: measuring.Product, dtype: str, seed: int) -> dict:
         calls[label(variant, params)] = launch
     row: dict = {"case": case.label, "name": case.name, "tiles": tiles, "waves": tiles / sms,
                  "auto": auto.variant.name, "auto_params": dict(auto.params)}
-    row.update(median_ms_in_turns(calls, REPEAT, flush))
+    row.update(measuring.median_ms_in_turns(calls, REPEAT, flush))
     return row
 
 

@@ -26,7 +26,7 @@ import torch
 
 import xgemm
 from xgemm.expressions import cdiv
-from xgemm.timing import median_ms_in_turns, scrub_pays
+from xgemm.timing import scrub_pays
 from xgemm.tools import measuring
 
 #: 128 x 256 tiles a drawn product has at least: half a round of the H100's 132 SMs.
@@ -71,7 +71,8 @@ def measure(case: measuring.Product, dtype: str, seed: int, rounds: int, sms: in
         if not error < 2e-2:
             raise SystemExit(f"{case.label} {name}: error {error:.2e}")
         calls[name] = launch
-    return {"case": case.label, "tiles": tiles, **median_ms_in_turns(calls, rounds, flush)}
+    return {"case": case.label, "tiles": tiles,
+            **measuring.median_ms_in_turns(calls, rounds, flush)}
 
 
 def main() -> None:

@@ -11,7 +11,6 @@ Example:
 from __future__ import annotations
 
 import functools
-import statistics
 import time
 from collections.abc import Callable
 
@@ -104,21 +103,3 @@ def time_launches(launch: Callable[[], object], warmup: int = 3, repeat: int = 3
             break
     return times
 
-
-def median_ms_in_turns(launches: dict[str, Callable[[], object]], rounds: int = 10,
-                       flush_l2: bool = False) -> dict[str, float]:
-    """Each of ``launches``' median milliseconds over ``rounds`` timed calls
-    (:func:`time_launches`, three untimed calls each first), the contenders taking turns
-    one call each, round after round, so that a GPU that slows as it heats slows them
-    all alike (timed one after another, the later ones of a large product read up to 15%
-    slow).
-
-    >>> median_ms_in_turns({"cuBLAS": lambda: a @ b, "xgemm": launch})  # doctest: +SKIP
-    {'cuBLAS': 0.181, 'xgemm': 0.184}
-    """
-    times: dict[str, list[float]] = {name: [] for name in launches}
-    for turn in range(rounds):
-        for name, launch in launches.items():
-            times[name] += time_launches(launch, warmup=3 if turn == 0 else 0, repeat=1,
-                                         flush_l2=flush_l2)
-    return {name: statistics.median(t) for name, t in times.items()}
