@@ -76,13 +76,20 @@ def test_heuristic_sizes_tiles_by_the_gpus_multiprocessors():
     assert heuristic(1024, 1024, 64, "float16", 90, batch=64)[1]["SPREAD"] == 1
     assert {k: v for k, v in heuristic(8192, 8192, 8, "bfloat16", 90, sms=132)[1].items()
             if k in ("BN", "SPREAD")} == {"BN": 256, "SPREAD": 0}
-    # at most 32 rows and long K: A's rows as wgmma's n (wgmma_rows), 64 columns a tile
-    # while two blocks a tile fit in the SMs, else 128; K split in two, or in four where
-    # that leaves under a block per two SMs
+    # at most 32 rows and long K: A's rows as wgmma's n (wgmma_rows); below the tiles that
+    # fill the SMs unsplit, 64 columns a tile while two blocks a tile fit in the SMs, else
+    # 128; K split in two, or in four where that leaves under a block per two SMs
     name, params = heuristic(16, 4096, 4096, "float16", 90, sms=132)
     assert (name, params["BM"], params["BN"], params["SPLITS"]) == ("wgmma_rows", 16, 64, 2)
-    assert heuristic(16, 4096, 4096, "float16", 90, sms=16)[1]["BN"] == 128
+    assert heuristic(16, 4096, 4096, "float16", 90, sms=16)[1]["SPLITS"] == 1  # 64 tiles
     assert heuristic(16, 1024, 4096, "float16", 90, sms=132)[1]["SPLITS"] == 4
+    # where whole rows of 64 (32 rows: 128) columns fill three quarters of the SMs, no split
+    name, params = heuristic(1, 14336, 4096, "bfloat16", 90, sms=132)
+    assert (name, params["BM"], params["BN"], params["SPLITS"]) == ("wgmma_rows", 16, 64, 1)
+    assert {k: heuristic(32, 14336, 4096, "bfloat16", 90, sms=132)[1][k]
+            for k in ("BM", "BN", "SPLITS")} == {"BM": 32, "BN": 128, "SPLITS": 1}
+    assert {k: heuristic(1, 6272, 4096, "bfloat16", 90, sms=132)[1][k]  # 98 tiles of 64
+            for k in ("BN", "SPLITS")} == {"BN": 128, "SPLITS": 2}
     assert heuristic(1, 4096, 4096, "float16", 90)[0] == "wgmma_rows"  # under 2^16 outputs
     # K from 2048 at up to 16 rows; 17-32 rows from 4096
     assert heuristic(16, 18944, 2048, "bfloat16", 90)[0] == "wgmma_rows"

@@ -102,6 +102,13 @@ def test_constraints_reject_with_the_rule(name, params, rule):
     assert rule in str(info.value)
 
 
+def test_split_k_rung_refuses_one_split():
+    # rung 16's kernel hands partials to buffers a launch is given only where K is split
+    # (one split read and wrote through a null pointer: an illegal address on the GPU)
+    with pytest.raises(ValueError, match="SPLITS >= 2"):
+        xgemm.get_variant("wgmma_splitk").resolve({"SPLITS": 1}, "bfloat16")
+
+
 def test_constraints_accept_points_outside_the_sweep_space():
     # the space is what a sweep walks; any point that meets the rules may be used
     assert xgemm.get_variant("coarse2d").resolve({"BM": 32, "TM": 4, "BK": 32})["BM"] == 32

@@ -185,9 +185,10 @@ def _few_rows(q: _Asked) -> Pick | None:
     if (dtype in rows.dtypes and rows.runs_on(cc) and precision is None
             and (m <= 32 and k >= 4096 or m <= 16 and k >= 2048)
             and n >= 1024 and batch == 1 and a_row_major):
-        # few rows, one product: A's rows as the instruction's n, 64 columns a tile while
-        # two blocks a tile fit in the SMs, K split in two, in four where that leaves under
-        # a block per two SMs (evidence/wgmma_rows.txt, x cuBLAS against auto's pick before:
+        # few rows, one product: A's rows as the instruction's n. Below the tiles that
+        # fill the SMs unsplit (next), 64 columns a tile while two blocks a tile fit in
+        # the SMs, K split in two, in four where that leaves under a block per two SMs
+        # (evidence/wgmma_rows.txt, x cuBLAS against auto's pick before:
         # 16 x 4096 x 4096 1.00 / 0.89, 1 x 4096 x 4096 0.94 / 0.11, 8 x 4096 x 4096 0.92 /
         # 0.11, 24 x 4096 x 4096 0.88 / 0.81, 16 x 11008 x 4096 0.87 / 0.81 on 128 columns,
         # 16 x 1024 x 4096 0.96 / 0.07 in four; K = 1024 and batches ran slower). Down to
@@ -195,6 +196,15 @@ def _few_rows(q: _Asked) -> Pick | None:
         # products (1 x 152064 x 3584:NT 598 -> 374 us, cuBLAS 391), where 32 rows ran
         # 0.98-1.13x below K = 4096 (evidence/wgmma_rows_shorter_k_f93561f.txt)
         bm = 16 if m <= 16 else 32
+        # Where the tiles (64 columns; 128 for 17-32 rows) fill three quarters of the SMs,
+        # K is not split: the split's hand-in through L2 and the tail it leaves cost more
+        # than the SMs it fills (evidence/wgmma_rows_one_split.txt, kernel us against two
+        # splits: 1 x 14336 x 4096:NT 57.2 -> 54.6, cuBLAS 54.2; 1 x 18944 x 3584:NT 67.4
+        # -> 63.1; 8 x 128256 x 4096:NT 387 -> 368; 32 x 14336 x 4096:NT 59.5 -> 56.1 on
+        # 32 x 128; 1 x 4096 x 14336 in 64 tiles 52.9 -> 57.4, so it keeps its split)
+        wide = 64 if bm == 16 else 128
+        if 4 * tiles(bm, wide) >= 3 * sms:
+            return rows.name, {**rows.defaults, "BM": bm, "BN": wide, "SPLITS": 1}
         bn = 64 if 2 * tiles(bm, 64) <= sms else 128
         return rows.name, {**rows.defaults, "BM": bm, "BN": bn,
                            "SPLITS": 2 if 4 * tiles(bm, bn) >= sms else 4}

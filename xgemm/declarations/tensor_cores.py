@@ -225,6 +225,7 @@ register(Variant(
            "GROUP": [8], "SPLITS": [2, 4]},
     **{**HOPPER_SPLIT_K, "constraints": [
         *HOPPER["constraints"],
+        "SPLITS >= 2",  # K split: one split is rung 13 (rung 17 takes SPLITS 1)
         # with the partials' loops, 128 accumulators a consumer thread spill (128 x 128,
         # one consumer)
         "BM // CONSUMERS * BN <= 64 * 128",
@@ -238,8 +239,9 @@ register(Variant(
          " m, so no m64 instruction computes rows that are not there",
     candidates=[{"BN": 64}, {}, {"SPLITS": 4}, {"BM": 32}],
     defaults={"BM": 16, "BN": 128, "CONSUMERS": 1, "STAGES": 8, "GROUP": 8, "SPLITS": 2},
+    # SPLITS 1: no split, C stored from the accumulators (outputs of many tiles)
     space={"BM": [16, 32], "BN": [64, 128], "CONSUMERS": [1, 2], "STAGES": [4, 8],
-           "GROUP": [8], "SPLITS": [2, 4]},
+           "GROUP": [8], "SPLITS": [1, 2, 4]},
     **{**HOPPER_SPLIT_K, "constraints": [
         "STAGES >= 2",  # a consumer hands a slot back only once the next one is full
         "CONSUMERS <= 2 and BN <= 256",  # a TMA box has at most 256 rows
