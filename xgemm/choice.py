@@ -187,8 +187,10 @@ def _few_rows(q: _Asked) -> Pick | None:
             and n >= 1024 and batch == 1 and a_row_major):
         # few rows, one product: A's rows as the instruction's n. Below the tiles that
         # fill the SMs unsplit (next), 64 columns a tile while two blocks a tile fit in
-        # the SMs, K split in two, in four where that leaves under a block per two SMs
-        # (evidence/wgmma_rows.txt, x cuBLAS against auto's pick before:
+        # the SMs, K split in two, in four where that leaves under a block per two SMs.
+        # Measured when every such product split K, so some of these now take the unsplit
+        # branch (16 x 11008 x 4096, 1 x 152064 x 3584) (evidence/wgmma_rows.txt, x cuBLAS
+        # against auto's pick before:
         # 16 x 4096 x 4096 1.00 / 0.89, 1 x 4096 x 4096 0.94 / 0.11, 8 x 4096 x 4096 0.92 /
         # 0.11, 24 x 4096 x 4096 0.88 / 0.81, 16 x 11008 x 4096 0.87 / 0.81 on 128 columns,
         # 16 x 1024 x 4096 0.96 / 0.07 in four; K = 1024 and batches ran slower). Down to
