@@ -81,9 +81,9 @@ def test_heuristic_sizes_tiles_by_the_gpus_multiprocessors():
     # 128; K split in two, or in four where that leaves under a block per two SMs
     name, params = heuristic(16, 4096, 4096, "float16", 90, sms=132)
     assert (name, params["BM"], params["BN"], params["SPLITS"]) == ("wgmma_rows", 16, 64, 2)
-    assert heuristic(16, 4096, 4096, "float16", 90, sms=16)[1]["SPLITS"] == 1  # 64 tiles
+    assert heuristic(16, 4096, 4096, "float16", 90, sms=16)[1]["SPLITS"] == 1  # 64 tiles, 16 SMs
     assert heuristic(16, 1024, 4096, "float16", 90, sms=132)[1]["SPLITS"] == 4
-    # where whole rows of 64 (32 rows: 128) columns fill three quarters of the SMs, no split
+    # where its tiles of 64 columns (32 rows: 128) fill three quarters of the SMs, no split
     name, params = heuristic(1, 14336, 4096, "bfloat16", 90, sms=132)
     assert (name, params["BM"], params["BN"], params["SPLITS"]) == ("wgmma_rows", 16, 64, 1)
     assert {k: heuristic(32, 14336, 4096, "bfloat16", 90, sms=132)[1][k]
