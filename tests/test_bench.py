@@ -135,10 +135,35 @@ def test_cli_rejects_bad_arguments(capsys):
         cli.main(["bench", "--dtype", "int8", "--sizes", "128"])
     assert "--dtype int8 is for --suite random" in capsys.readouterr().err
     for flag, said in (("--multiple", "--multiple 0: give a positive multiple"),
-                       ("--max-m", "--max-m 0: give a positive count of rows")):
+                       ("--max-m", "--max-m 0: give a count of rows from --min-dim up"),
+                       ("--max-n", "--max-n 0: give a count of columns from --min-dim up")):
         with pytest.raises(SystemExit):
             cli.main(["bench", "--suite", "random", flag, "0"])
         assert said in capsys.readouterr().err
+
+
+def test_random_suite_saves_how_its_sample_was_drawn(tmp_path, monkeypatch):
+    # a stratum's file names its draw, so that the same cases can be drawn again
+    from xgemm.tools import commands, generalisation
+
+    monkeypatch.setattr(commands, "need_gpu", lambda command: True)
+    monkeypatch.setattr(commands, "machine_info", lambda measure: {})
+    drawn = []
+
+    def run(part, cases, *, regret, repeat, rows, progress):
+        drawn.extend(cases)
+        rows.append({"status": "ok", "case": cases[0].label, "x_call": 1.0, "x_kernel": 1.0})
+        progress()
+        return rows
+
+    monkeypatch.setattr(generalisation, "run", run)
+    path = tmp_path / "r.json"
+    cli.main(["bench", "--suite", "random", "--dtype", "bfloat16", "--seed", "3", "--count", "5",
+              "--min-dim", "32", "--max-m", "300", "--max-n", "300", "--min-k", "4096",
+              "--no-regret", "--json", str(path)])
+    draw = json.loads(path.read_text())["draw"]
+    assert draw["max_n"] == 300 and draw["min_k"] == 4096
+    assert generalisation.random_cases(**draw) == drawn
 
 
 @pytest.mark.gpu

@@ -73,8 +73,11 @@ def parser() -> argparse.ArgumentParser:
                        help="--suite random: draw K from this up (to --max-k: a stratum of "
                             "short K over large outputs for calibration: 256 to 2048)")
     bench.add_argument("--max-m", type=int, default=None,
-                       help="--suite random: draw M from 1 to this, unrounded (a stratum of "
-                            "few rows for calibration: 64, with --multiple 64)")
+                       help="--suite random: draw M from --min-dim to this, unrounded (a "
+                            "stratum of few rows for calibration: 64, with --multiple 64)")
+    bench.add_argument("--max-n", type=int, default=None,
+                       help="--suite random: draw N from --min-dim to this, unrounded (with "
+                            "--max-m and --min-k, a stratum of few tiles over long K)")
     bench.add_argument("--multiple", type=int, default=1,
                        help="--suite random: round M, N and K up to multiples of this (a "
                             "stratum of aligned shapes for calibration: 16)")

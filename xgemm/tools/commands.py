@@ -210,7 +210,7 @@ def _bench_generalisation(args: argparse.Namespace) -> int:
             or args.csv or args.plot or args.roofline:
         _usage_error(f"--suite {args.suite} draws its own cases; it takes --dtype, "
                      "--precision, --seed, --count, --min-dim, --min-k, --max-k, --max-m, "
-                     "--multiple, "
+                     "--max-n, --multiple, "
                      "--no-regret, --repeat and --json")
     if args.precision and args.dtype not in (None, "float32"):
         _usage_error(f"--precision {args.precision} is for float32: leave out --dtype "
@@ -219,26 +219,33 @@ def _bench_generalisation(args: argparse.Namespace) -> int:
     if part in ("float8", "int8") and (args.suite != "random" or args.precision
                                        or args.min_dim != 1 or args.max_k is not None
                                        or args.min_k is not None
-                                       or args.max_m is not None or args.multiple != 1):
+                                       or args.max_m is not None or args.max_n is not None
+                                       or args.multiple != 1):
         _usage_error(f"--dtype {part} runs --suite random only, without --precision, "
-                     "--min-dim, --min-k, --max-k, --max-m or --multiple")
+                     "--min-dim, --min-k, --max-k, --max-m, --max-n or --multiple")
     if args.multiple < 1:
         _usage_error(f"--multiple {args.multiple}: give a positive multiple (1: as drawn)")
     if args.min_k is not None and not 1 <= args.min_k <= (args.max_k or args.min_k):
         _usage_error(f"--min-k {args.min_k}: give a positive K no larger than --max-k")
-    if args.max_m is not None and args.max_m < 1:
-        _usage_error(f"--max-m {args.max_m}: give a positive count of rows")
+    if args.max_m is not None and args.max_m < max(1, args.min_dim):
+        _usage_error(f"--max-m {args.max_m}: give a count of rows from --min-dim up")
+    if args.max_n is not None and args.max_n < max(1, args.min_dim):
+        _usage_error(f"--max-n {args.max_n}: give a count of columns from --min-dim up")
     os.environ["CUPY_TF32"] = "1" if part == "tf32" else "0"
     if not need_gpu("bench"):
         return 2
     from . import generalisation, overhead
 
+    # how the sample was drawn, saved with it: a stratum's file says which stratum it is
+    draw: dict = {}
     if args.suite == "random" and part in generalisation.EIGHT_BIT_PARTS:
         cases, seed = generalisation.eight_bit_cases(args.seed, args.count), args.seed
+        draw = {"seed": seed, "count": args.count}
     elif args.suite == "random":
-        cases = generalisation.random_cases(args.seed, args.count, min_dim=args.min_dim,
-                                            max_k=args.max_k, multiple=args.multiple,
-                                            max_m=args.max_m, min_k=args.min_k)
+        draw = {"seed": args.seed, "count": args.count, "min_dim": args.min_dim,
+                "max_k": args.max_k, "multiple": args.multiple, "max_m": args.max_m,
+                "min_k": args.min_k, "max_n": args.max_n}
+        cases = generalisation.random_cases(**draw)
         seed = args.seed
     else:
         cases, seed = generalisation.model_cases(), None
@@ -251,6 +258,7 @@ def _bench_generalisation(args: argparse.Namespace) -> int:
             bar.update()
         if args.json:
             _write_json(args.json, {"machine": machine, "suite": args.suite, "part": part,
+                                    **({"draw": draw} if draw else {}),
                                     "summary": generalisation.summary(rows, seed),
                                     "rows": rows})
 

@@ -54,7 +54,7 @@ EIGHT_BIT_PARTS = ("float8", "int8")
 def random_cases(seed: int, count: int = 36, cap: int = FLOP_CAP, floor: int = FLOP_FLOOR,
                  max_dim: int = MAX_DIM, min_dim: int = 1, max_k: int | None = None,
                  multiple: int = 1, max_m: int | None = None,
-                 min_k: int | None = None) -> list[Product]:
+                 min_k: int | None = None, max_n: int | None = None) -> list[Product]:
     """``count`` products drawn with ``numpy.random.default_rng(seed)``: M, N and K
     log-uniform over [min_dim, max_dim] (rounded to the nearest integer; K over
     [1, max_k] where ``max_k`` is given: a stratum of tiny-K products for calibration;
@@ -62,8 +62,9 @@ def random_cases(seed: int, count: int = 36, cap: int = FLOP_CAP, floor: int = F
     then rounded up to a ``multiple`` (16: a stratum of aligned products, as a model's
     are), a layout from RANDOM_LAYOUTS; a draw of more than ``cap`` or fewer than
     ``floor`` floating-point operations is drawn again. Where ``max_m`` is given, M is
-    drawn over [1, max_m] and left as drawn (a stratum of few rows: a decode step's
-    tokens, against a model's aligned N and K).
+    drawn over [min_dim, max_m] and left as drawn (a stratum of few rows: a decode step's
+    tokens, against a model's aligned N and K); ``max_n`` does the same for N (with
+    ``max_m`` and ``min_k``: outputs of few tiles over a long K).
     The same seed gives the same sample on every machine.
 
     >>> random_cases(1, 2) == random_cases(1, 2)
@@ -73,6 +74,9 @@ def random_cases(seed: int, count: int = 36, cap: int = FLOP_CAP, floor: int = F
     >>> all(c.m <= 16 and c.n % 64 == 0 for c in random_cases(1, 4, multiple=64, max_m=16))
     True
     >>> all(256 <= c.k <= 1024 for c in random_cases(1, 4, min_k=256, max_k=1024))
+    True
+    >>> all(32 <= c.m <= 300 and 32 <= c.n <= 300 and c.k >= 4096
+    ...     for c in random_cases(1, 4, min_dim=32, max_m=300, max_n=300, min_k=4096))
     True
     """
     import numpy as np
@@ -88,10 +92,14 @@ def random_cases(seed: int, count: int = 36, cap: int = FLOP_CAP, floor: int = F
             k_high = math.log(max_k) if max_k is not None else high
             draw = rng.uniform([low, low, k_low], [high, high, k_high])
         if max_m is not None:
-            draw[0] = rng.uniform(0.0, math.log(max_m))
+            draw[0] = rng.uniform(low, math.log(max_m))
+        if max_n is not None:
+            draw[1] = rng.uniform(low, math.log(max_n))
         m, n, k = (-(-int(round(math.exp(x))) // multiple) * multiple for x in draw)
         if max_m is not None:
             m = int(round(math.exp(draw[0])))
+        if max_n is not None:
+            n = int(round(math.exp(draw[1])))
         layout = RANDOM_LAYOUTS[int(rng.integers(len(RANDOM_LAYOUTS)))]
         if floor <= 2 * m * n * k <= cap:
             cases.append(Product(m, n, k, layout))
