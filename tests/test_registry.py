@@ -103,8 +103,9 @@ def test_constraints_reject_with_the_rule(name, params, rule):
 
 
 def test_split_k_rung_refuses_one_split():
-    # rung 16's kernel hands partials to buffers a launch is given only where K is split
-    # (one split read and wrote through a null pointer: an illegal address on the GPU)
+    # rung 16 is split-K; one split is rung 13's kernel. Before its template left the
+    # hand-in out at one split, SPLITS 1 read and wrote partials through a null pointer
+    # (an illegal address on the GPU); now it is refused with its rule
     with pytest.raises(ValueError, match="SPLITS >= 2"):
         xgemm.get_variant("wgmma_splitk").resolve({"SPLITS": 1}, "bfloat16")
 

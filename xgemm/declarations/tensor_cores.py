@@ -225,7 +225,9 @@ register(Variant(
            "GROUP": [8], "SPLITS": [2, 4]},
     **{**HOPPER_SPLIT_K, "constraints": [
         *HOPPER["constraints"],
-        "SPLITS >= 2",  # K split: one split is rung 13 (rung 17 takes SPLITS 1)
+        # K split: one split is rung 13's kernel, so it is refused here rather than run
+        # untested (rung 17 takes SPLITS 1, measured)
+        "SPLITS >= 2",
         # with the partials' loops, 128 accumulators a consumer thread spill (128 x 128,
         # one consumer)
         "BM // CONSUMERS * BN <= 64 * 128",
