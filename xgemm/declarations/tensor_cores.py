@@ -239,7 +239,10 @@ register(Variant(
     template="gemm/17_wgmma_rows.cu.j2",
     adds="rung 16 for few rows: A's rows are the instruction's n (from 8) and B's columns its"
          " m, so no m64 instruction computes rows that are not there",
-    candidates=[{"BN": 64}, {}, {"SPLITS": 4}, {"BM": 32}],
+    # 64 columns a tile and four splits for outputs of a few dozen tiles over a long K (M and
+    # N in the hundreds, K in the thousands), where two splits leave SMs idle and 128
+    # columns make half the tiles
+    candidates=[{"BN": 64}, {}, {"SPLITS": 4}, {"BM": 32}, {"BN": 64, "SPLITS": 4}],
     defaults={"BM": 16, "BN": 128, "CONSUMERS": 1, "STAGES": 8, "GROUP": 8, "SPLITS": 2},
     # SPLITS 1: no split, C stored from the accumulators (outputs of many tiles)
     space={"BM": [16, 32], "BN": [64, 128], "CONSUMERS": [1, 2], "STAGES": [4, 8],
