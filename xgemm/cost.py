@@ -18,12 +18,15 @@ and B are read in, which changes how fast a rung's loads go):
 
     time = copies + max(launch + max(tiles_per_block x (rounds x tile_time + walk)
                                      + ragged, bytes / bandwidth),
-                        C's bytes / store_bandwidth)
+                        C's bytes / store_bandwidth) + pass
     tile_time = tile + min(steps, STAGES) x fill
     walk = steps x ((rounds - 1) x max(sharing x full_step, latency)
                     + max(last_sharing x full_step, latency))
     ragged = C's bytes x ragged_store, where C's rows are not whole groups of the
              rung's widest store (:func:`ragged`)
+    pass = pass bytes / bandwidth, a rung whose partials a second kernel sums
+           (``Variant.sum_pass``): it reads them and writes C after the product, not
+           beside it; its launch is in ``launch``
 
 ``full_step`` is a K step's time with the SM's FLOPs or load bandwidth to itself (the
 rung's sustained rate), ``latency`` the least a step takes however little it does (the
@@ -227,6 +230,9 @@ class Work:
     #: the rung's alignment flags are false here (:func:`narrow_path`): it reads A and B
     #: by narrower loads, its own step (``Constants.step_for``)
     narrow: bool = False
+    #: bytes a sum pass reads and writes after the product (``Variant.sum_pass``: every
+    #: split's partial, then C); ``dram_bytes`` holds the product's own
+    pass_bytes: int = 0
 
 
 def work(v: Variant, params: Mapping[str, int], dtype: str, shape: Shape, sms: int,
@@ -251,12 +257,13 @@ def work(v: Variant, params: Mapping[str, int], dtype: str, shape: Shape, sms: i
     item = DTYPES[dtype].itemsize
     out = shape.batch * shape.m * shape.n
     dram = shape.batch * (shape.m + shape.n) * shape.k * item + out * item
-    if splits > 1:
-        dram += 2 * splits * out * (8 if dtype == "float64" else 4)
+    partials = splits * out * (8 if dtype == "float64" else 4) if splits > 1 else 0
+    summed = partials + out * item if v.sum_pass else 0  # C left to the pass
+    dram += partials if v.sum_pass else 2 * partials
     return Work(tiles, blocks, cdiv(tiles, blocks), rounds, sharing, last_sharing, steps,
-                min(steps, params.get("STAGES", 0)), dram, out * item,
-                bool(params.get("TMA_STORE")), ragged(v, shape, item),
-                narrow_path(v, shape, item))
+                min(steps, params.get("STAGES", 0)), dram - (out * item if summed else 0),
+                out * item, bool(params.get("TMA_STORE")), ragged(v, shape, item),
+                narrow_path(v, shape, item), summed)
 
 
 # -- the constants ----------------------------------------------------------------------------
@@ -395,8 +402,8 @@ def predict(c: Constants, w: Work, shape: Shape, cal: Calibration, choosing: boo
     if w.ragged:
         compute += w.c_bytes * c.ragged_store
     store = w.c_bytes / c.store_bandwidth if c.store_bandwidth and not w.tma_store else 0.0
-    return cal.copies(shape, choosing) + max(c.launch + max(compute, w.dram_bytes
-                                                            / cal.bandwidth), store)
+    return (cal.copies(shape, choosing) + w.pass_bytes / cal.bandwidth
+            + max(c.launch + max(compute, w.dram_bytes / cal.bandwidth), store))
 
 
 def call_time(gpu_seconds: float, shape: Shape) -> float:
