@@ -51,8 +51,8 @@ A copy the plan makes costs ``copy_launch`` and its bytes: an operand padded for
 a line (narrow lines copy slowly), one transposed into the layout a rung reads fastest
 (xgemm's transpose kernel) read and written at DRAM's; both padded operands share one
 launch. ``auto`` ranks candidates by a call's time (:func:`call_time`): the longer of
-that and the host's, ``call_host`` plus ``copy_host`` a copy launch, since calls queued
-back to back run at the pace of the slower of the two.
+that and the host's, ``call_host`` plus ``copy_host`` a launch of a copy or a sum pass,
+since calls queued back to back run at the pace of the slower of the two.
 
 The constants come from ``xgemm calibrate`` (``xgemm.calibrate.fit`` on every candidate's time on a
 seeded random sample of shapes, ``xgemm.tools.generalisation``); the H100's ship with the
@@ -121,6 +121,8 @@ class Shape:
     #: A rung specialised on alignment (``Variant.flags``) runs its narrow path below its
     #: groups' size.
     row_bytes: int = 16
+    #: kernels its plan launches after the product's (a sum pass: ``Variant.sum_pass``)
+    passes: int = 0
 
 
 @dataclass(frozen=True)
@@ -318,14 +320,15 @@ class Calibration:
 
     def host(self, shape: Shape) -> float:
         """The host's seconds for a call of ``shape``'s plan: ``call_host``, and
-        ``copy_host`` for each launch of a copy (one pads both operands).
+        ``copy_host`` for each launch of a copy (one pads both operands) or of a pass
+        after the product.
 
         >>> cal = Calibration("gpu", 132, 3e12, 4e-6, 1e12, {}, call_host=15e-6,
         ...                   copy_host=6e-6)
         >>> round(cal.host(Shape(99, 99, 99, padded=(9, 9), transposed=(9,))) * 1e6)
         27
         """
-        launches = min(len(shape.padded), 1) + len(shape.transposed)
+        launches = min(len(shape.padded), 1) + len(shape.transposed) + shape.passes
         return self.call_host + launches * self.copy_host
 
     def to_json(self) -> dict[str, Any]:
