@@ -169,6 +169,27 @@ def test_a_ragged_last_wave_runs_fewer_blocks_an_sm():
     assert one_round < cost.predict(c, w, shape, cal) < 2 * one_round
 
 
+def test_a_sum_pass_is_priced_after_the_product():
+    """A rung whose partials a second kernel sums (rung 35) reads them and writes C after
+    the product, not beside it: the product's bytes hold one pass over the partials and
+    no C, and the pass's bytes add their time at DRAM's bandwidth. Rung 16, whose last
+    warp of each tile sums them, counts both passes and C in the product's."""
+    m, n, k, splits = 92, 280, 16064, 16
+    shape, partials, c_bytes = Shape(m, n, k), splits * m * n * 4, m * n * 2
+    operands = (m + n) * k * 2
+    summed = xgemm.get_variant("wgmma_splitk_sum")
+    w = cost.work(summed, {**summed.defaults, "SPLITS": splits}, "bfloat16", shape, 132,
+                  per_sm=1)
+    assert (w.dram_bytes, w.pass_bytes) == (operands + partials, partials + c_bytes)
+    handed_in = xgemm.get_variant("wgmma_splitk")
+    w16 = cost.work(handed_in, {**handed_in.defaults, "SPLITS": splits}, "bfloat16", shape,
+                    132, per_sm=1)
+    assert (w16.dram_bytes, w16.pass_bytes) == (operands + 2 * partials + c_bytes, 0)
+    c, cal = cost.Constants(5e-6, 1e-6, 1e-7, 1e-7), cost.calibration()
+    alone = cost.predict(c, dataclasses.replace(w, pass_bytes=0), shape, cal)
+    assert cost.predict(c, w, shape, cal) - alone == pytest.approx(w.pass_bytes / cal.bandwidth)
+
+
 def test_a_point_without_constants_is_priced_as_its_dearest_nearest_neighbour():
     v = xgemm.get_variant("splitk")
     shape, point = Shape(926, 58, 9006), {**v.defaults, "SPLITS": 24}
@@ -288,14 +309,16 @@ def test_published_random_rows_were_picked_by_the_shipped_model(path, monkeypatc
 
 def test_a_call_is_priced_at_the_longer_of_its_gpu_and_host_time(monkeypatch):
     """A call queued behind others takes the longer of its GPU time and the host's, which
-    each copy launch lengthens (one launch pads both operands); where the host bounds
-    every candidate, the faster kernel ranks first."""
+    each copy launch lengthens (one launch pads both operands), and a sum pass's launch
+    after the product; where the host bounds every candidate, the faster kernel ranks
+    first."""
     cal = dataclasses.replace(cost.calibration(), call_host=20e-6, copy_host=7e-6)
     monkeypatch.setattr(cost, "calibration", lambda: cal)
     both = Shape(747, 3426, 75, layout="NT", padded=(112050, 513900), padded_lines=(747, 3426))
     assert cost.call_time(1e-6, both) == pytest.approx(27e-6)
     assert cost.call_time(1e-3, both) == 1e-3
     assert cost.call_time(1e-6, Shape(99, 99, 99, transposed=(9,))) == pytest.approx(27e-6)
+    assert cost.call_time(1e-6, Shape(99, 99, 99, passes=1)) == pytest.approx(27e-6)
     monkeypatch.setattr(cost, "calibration", lambda: dataclasses.replace(cal, call_host=1.0))
     ranked = cost.ranked(((v, p, Shape(64, 64, 64)) for v, p in cost.candidates(
         "float16", None, 90)), "float16")

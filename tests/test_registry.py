@@ -24,7 +24,8 @@ def test_ladder_order():
                    "wgmma_rows", "wgmma_8bit", "mma_int8", "skinny", "skinny_mma", "skinny_ring",
                    "tiny_k", "wgmma_inplace", "wgmma_last_round",
                    "wgmma_8bit_last_round", "mma_staged_c", "skinny_async", "wgmma_pingpong",
-                   "wgmma_tf32x3", "wgmma_tf32x3_rs", "wgmma_tf32x3_parts", "wgmma_any_ld"]
+                   "wgmma_tf32x3", "wgmma_tf32x3_rs", "wgmma_tf32x3_parts", "wgmma_any_ld",
+                   "wgmma_splitk_sum"]
     assert xgemm.DEFAULT_VARIANT == xgemm.AUTO == "auto"
 
 

@@ -79,7 +79,9 @@ def fit_point(samples: Sequence[Sample], cal: Calibration, grid: Sequence[float]
     fills = tiles * np.array([w.fill_steps for w, _, _ in samples], dtype=float)
     ragged = np.array([w.c_bytes * w.ragged for w, _, _ in samples], dtype=float)
     dram = np.array([w.dram_bytes / cal.bandwidth for w, _, _ in samples])
-    copies = np.array([cal.copies(s, choosing=False) for _, s, _ in samples])
+    # what runs before or after the product, not beside it: the plan's copies, a sum pass
+    copies = np.array([cal.copies(s, choosing=False) + w.pass_bytes / cal.bandwidth
+                       for w, s, _ in samples])
     store_bandwidth = max((w.c_bytes / t for w, _, t in samples if not w.tma_store),
                           default=None)
     store_bound = np.array([w.c_bytes / store_bandwidth if store_bandwidth and not w.tma_store

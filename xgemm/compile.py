@@ -48,7 +48,7 @@ def nvrtc_options() -> tuple[str, ...]:
 
 @functools.cache
 def _kernel(name: str, params: tuple[tuple[str, int], ...], spec: Spec, device: int,
-            family: str = "gemm"):
+            family: str = "gemm", entry: str = ""):
     import cupy
 
     variant = get_variant(name, family)
@@ -56,8 +56,11 @@ def _kernel(name: str, params: tuple[tuple[str, int], ...], spec: Spec, device: 
     # A variant with a target of its own (sm_90a) names it; CuPy adds the GPU's plain one
     # (sm_90) after it, and NVRTC given both builds for sm_90a (tests/test_compile.py).
     target = (f"-arch={variant.target}",) if variant.target else ()
-    kernel = cupy.RawKernel(source, variant.kernel_name, options=(*target, *nvrtc_options()))
+    kernel = cupy.RawKernel(source, variant.kernel_name + entry,
+                            options=(*target, *nvrtc_options()))
     kernel.compile()  # now, for the current device, so that errors surface here
+    if entry:  # a second kernel of the source (a split-K sum pass): no shared memory to size
+        return kernel
     smem = variant.shared_memory(dict(params), spec.dtype)
     # opt in beyond 48 KiB, counting the kernel's static arrays: the two together must fit
     if variant.dynamic_smem and smem + kernel.shared_size_bytes > MAX_STATIC_SMEM_BYTES:
@@ -66,16 +69,21 @@ def _kernel(name: str, params: tuple[tuple[str, int], ...], spec: Spec, device: 
 
 
 def get_kernel(name: str, params: Mapping[str, int], spec: Spec, device: int,
-               family: str = "gemm"):
+               family: str = "gemm", entry: str = ""):
     """The compiled ``cupy.RawKernel`` for a variant (of ``family``) at resolved ``params``
-    and ``spec``.
+    and ``spec``; with ``entry``, its source's kernel of that name after the variant's
+    (``"_sum"``: a split-K sum pass, ``Variant.sum_pass``).
 
     Cached in-process by (variant, parameters, spec, device): the second call for the
     same key compiles nothing. CuPy's on-disk cache keeps the binaries across
     processes, so a new process pays only for the module load.
     """
-    return _kernel(name, tuple(sorted(params.items())), spec, device, family)
+    return _kernel(name, tuple(sorted(params.items())), spec, device, family, entry)
 
+
+#: A split-K sum pass's threads a block (``Variant.sum_pass``; its template's
+#: ``__launch_bounds__``).
+SUM_THREADS = 256
 
 #: The pad kernel's block and the loads each thread has in flight before it stores.
 PAD_THREADS, PAD_UNROLL = 256, 4

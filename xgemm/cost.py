@@ -18,12 +18,15 @@ and B are read in, which changes how fast a rung's loads go):
 
     time = copies + max(launch + max(tiles_per_block x (rounds x tile_time + walk)
                                      + ragged, bytes / bandwidth),
-                        C's bytes / store_bandwidth)
+                        C's bytes / store_bandwidth) + pass
     tile_time = tile + min(steps, STAGES) x fill
     walk = steps x ((rounds - 1) x max(sharing x full_step, latency)
                     + max(last_sharing x full_step, latency))
     ragged = C's bytes x ragged_store, where C's rows are not whole groups of the
              rung's widest store (:func:`ragged`)
+    pass = pass bytes / bandwidth, a rung whose partials a second kernel sums
+           (``Variant.sum_pass``): it reads them and writes C after the product, not
+           beside it; its launch is in ``launch``
 
 ``full_step`` is a K step's time with the SM's FLOPs or load bandwidth to itself (the
 rung's sustained rate), ``latency`` the least a step takes however little it does (the
@@ -48,8 +51,8 @@ A copy the plan makes costs ``copy_launch`` and its bytes: an operand padded for
 a line (narrow lines copy slowly), one transposed into the layout a rung reads fastest
 (xgemm's transpose kernel) read and written at DRAM's; both padded operands share one
 launch. ``auto`` ranks candidates by a call's time (:func:`call_time`): the longer of
-that and the host's, ``call_host`` plus ``copy_host`` a copy launch, since calls queued
-back to back run at the pace of the slower of the two.
+that and the host's, ``call_host`` plus ``copy_host`` a launch of a copy or a sum pass,
+since calls queued back to back run at the pace of the slower of the two.
 
 The constants come from ``xgemm calibrate`` (``xgemm.calibrate.fit`` on every candidate's time on a
 seeded random sample of shapes, ``xgemm.tools.generalisation``); the H100's ship with the
@@ -118,6 +121,8 @@ class Shape:
     #: A rung specialised on alignment (``Variant.flags``) runs its narrow path below its
     #: groups' size.
     row_bytes: int = 16
+    #: kernels its plan launches after the product's (a sum pass: ``Variant.sum_pass``)
+    passes: int = 0
 
 
 @dataclass(frozen=True)
@@ -227,6 +232,9 @@ class Work:
     #: the rung's alignment flags are false here (:func:`narrow_path`): it reads A and B
     #: by narrower loads, its own step (``Constants.step_for``)
     narrow: bool = False
+    #: bytes a sum pass reads and writes after the product (``Variant.sum_pass``: every
+    #: split's partial, then C); ``dram_bytes`` holds the product's own
+    pass_bytes: int = 0
 
 
 def work(v: Variant, params: Mapping[str, int], dtype: str, shape: Shape, sms: int,
@@ -251,12 +259,13 @@ def work(v: Variant, params: Mapping[str, int], dtype: str, shape: Shape, sms: i
     item = DTYPES[dtype].itemsize
     out = shape.batch * shape.m * shape.n
     dram = shape.batch * (shape.m + shape.n) * shape.k * item + out * item
-    if splits > 1:
-        dram += 2 * splits * out * (8 if dtype == "float64" else 4)
+    partials = splits * out * (8 if dtype == "float64" else 4) if splits > 1 else 0
+    summed = partials + out * item if v.sum_pass else 0  # C left to the pass
+    dram += partials if v.sum_pass else 2 * partials
     return Work(tiles, blocks, cdiv(tiles, blocks), rounds, sharing, last_sharing, steps,
-                min(steps, params.get("STAGES", 0)), dram, out * item,
-                bool(params.get("TMA_STORE")), ragged(v, shape, item),
-                narrow_path(v, shape, item))
+                min(steps, params.get("STAGES", 0)), dram - (out * item if summed else 0),
+                out * item, bool(params.get("TMA_STORE")), ragged(v, shape, item),
+                narrow_path(v, shape, item), summed)
 
 
 # -- the constants ----------------------------------------------------------------------------
@@ -311,14 +320,15 @@ class Calibration:
 
     def host(self, shape: Shape) -> float:
         """The host's seconds for a call of ``shape``'s plan: ``call_host``, and
-        ``copy_host`` for each launch of a copy (one pads both operands).
+        ``copy_host`` for each launch of a copy (one pads both operands) or of a pass
+        after the product.
 
         >>> cal = Calibration("gpu", 132, 3e12, 4e-6, 1e12, {}, call_host=15e-6,
         ...                   copy_host=6e-6)
         >>> round(cal.host(Shape(99, 99, 99, padded=(9, 9), transposed=(9,))) * 1e6)
         27
         """
-        launches = min(len(shape.padded), 1) + len(shape.transposed)
+        launches = min(len(shape.padded), 1) + len(shape.transposed) + shape.passes
         return self.call_host + launches * self.copy_host
 
     def to_json(self) -> dict[str, Any]:
@@ -395,8 +405,8 @@ def predict(c: Constants, w: Work, shape: Shape, cal: Calibration, choosing: boo
     if w.ragged:
         compute += w.c_bytes * c.ragged_store
     store = w.c_bytes / c.store_bandwidth if c.store_bandwidth and not w.tma_store else 0.0
-    return cal.copies(shape, choosing) + max(c.launch + max(compute, w.dram_bytes
-                                                            / cal.bandwidth), store)
+    return (cal.copies(shape, choosing) + w.pass_bytes / cal.bandwidth
+            + max(c.launch + max(compute, w.dram_bytes / cal.bandwidth), store))
 
 
 def call_time(gpu_seconds: float, shape: Shape) -> float:

@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from .compile import SUM_THREADS
 from .frameworks import external_stream, pointer, to_cupy, torch_raw_stream
 from .kernel_args import (
     Addresses,
@@ -364,6 +365,13 @@ def _launches(plan: Any, ptrs: Addresses, ptr_bias: int, alpha: float, beta: flo
         args += [_extra(ptrs, arg) for arg in chunk.extra]
         launches.append((geometry(function, chunk.grid, plan.block, plan.shared_mem),
                          Arguments(args)))
+        if plan.variant.sum_pass:  # the partials summed into C, right after on the stream
+            partials = next(_extra(ptrs, arg) for arg in chunk.extra
+                            if arg.source is Source.PARTIALS)
+            grid = (plan.sum_blocks, 1, chunk.grid[2] // plan.splits)
+            launches.append((geometry(plan.sum_function(), grid, (SUM_THREADS,), 0),
+                             Arguments([partials, ptrs.c + chunk.offsets[2], *plan.sum_sizes,
+                                        ptr_bias, *scalars])))
     return tuple(launches)
 
 

@@ -49,7 +49,7 @@ from .checks import (
     parse_activation,
     torch_formats,
 )
-from .compile import get_kernel
+from .compile import SUM_THREADS, get_kernel
 from .expressions import MAX_GRID, cdiv
 from .extras import extra_arg
 from .frameworks import framework, pointer, to_cupy
@@ -130,7 +130,12 @@ class Plan:
     # graphs warm up would keep a block of their pool, which they refuse
     new_torch_result: Callable[[], Any] | None = field(default=None, repr=False)
     scaled: bool = False            # its kernel takes scale_a and scale_b (8-bit)
+    # a split-K sum pass (``Variant.sum_pass``): its blocks a product (grid z: the
+    # chunk's products) and its M, N, ldc and C's batch stride, packed once
+    sum_blocks: int = 0
+    sum_sizes: tuple = ()
     _function: Any = field(default=None, repr=False)
+    _sum_function: Any = field(default=None, repr=False)
     # Recent calls' launches' arguments, by their addresses and scalars: a call with the
     # same ones reuses them (``xgemm.launch``); each dict operation is atomic, so threads
     # may share it.
@@ -175,6 +180,16 @@ class Plan:
                 self._function = get_kernel(self.variant.name, self.params, self.spec,
                                             self.device).kernel
         return self._function
+
+    def sum_function(self):
+        """The sum pass's function on this plan's GPU (``Variant.sum_pass``), loaded once."""
+        if self._sum_function is None:
+            import cupy
+
+            with cupy.cuda.Device(self.device):
+                self._sum_function = get_kernel(self.variant.name, self.params, self.spec,
+                                                self.device, entry="_sum").kernel
+        return self._sum_function
 
 
 # -- the plan cache --------------------------------------------------------------------------
@@ -455,6 +470,9 @@ def _chunks(plan: Plan, arrays: tuple, item: int) -> None:
         shapes.m, shapes.n, shapes.k, la.ld, lb.ld, lc.ld,
         la.batch_stride, lb.batch_stride, lc.batch_stride, 1.0, 0.0))
     plan.sizes, plan.unit = fixed[:9], fixed[9:]
+    if v.sum_pass:  # a thread a pair of C's columns in a row
+        plan.sum_blocks = cdiv(shapes.m * cdiv(shapes.n, 2), SUM_THREADS)
+        plan.sum_sizes = packed("iiiq", (shapes.m, shapes.n, lc.ld, lc.batch_stride))
     c_item = arrays[2].itemsize
     # bytes from A's and B's big TF32 parts to their small ones (rung 33's pre-pass)
     small = tuple(x.span * item for x in plan.parts) if plan.parts else (0, 0)

@@ -213,7 +213,8 @@ def priced_copies(v: Variant, p: dict[str, int], mats: tuple, layouts: list, rea
     return cost.Shape(m, n, k, count, letters, padded=tuple(padded),
                       padded_lines=tuple(lines), transposed=tuple(transposed),
                       ragged_c=cost.ragged_rows(n, item),  # C in the operands' dtype
-                      row_bytes=cost.row_bytes(*extents, item=item))
+                      row_bytes=cost.row_bytes(*extents, item=item),
+                      passes=int(v.sum_pass))
 
 
 def ranked(mats: tuple, layouts: list, read: list, copyable: list, shapes: Shapes,

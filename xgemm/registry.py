@@ -79,10 +79,9 @@ class Variant:
     dtypes: tuple[str, ...] = FLOAT_DTYPES
     #: Blocks per tile of C, an expression (split-K). Above 1 its kernel takes the extra
     #: arguments "partials" (SPLITS partial products) and "arrivals" (``counters`` per
-    #: tile of C, ``tile_shape``'s).
+    #: tile of C, ``tile_shape``'s): 1 where a block counts itself in, one a warp where
+    #: each warp does (an expression).
     splits: str = "1"
-    #: Arrival counters per tile of C for split-K, an expression: 1 where a block counts
-    #: itself in, one per warp where each warp does.
     counters: str = "1"
     #: Partial sums per product a kernel that shares tiles between blocks keeps, in
     #: accumulators: an expression over the parameters, M, N, SMS and BATCH (the products
@@ -90,6 +89,8 @@ class Variant:
     #: "arrivals" as split-K's does.
     #: Empty: SPLITS x M x N where SPLITS is above 1, else none.
     partial_sums: str = ""
+    #: Whether its template's ``<kernel_name>_sum`` sums the partials into C after it.
+    sum_pass: bool = False
     #: Boolean specialisations picked per call from the operands: "aligned" (groups of
     #: four elements), "aligned16" (groups of 16 bytes); see ``xgemm.plan``.
     flags: tuple[str, ...] = ()

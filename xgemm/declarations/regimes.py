@@ -449,3 +449,26 @@ register(Variant(
        # bytes (MN-major; K-major lines of 64 x SPAN + 8 values take no more)
        "smem_bytes": RING_BYTES + " + RAW * (BM + BN) * 144 * SPAN + 16 * RAW + 128"},
 ))
+
+# Rung 35: rung 16's split of K with the partials summed by a second kernel over every SM
+# (kernels/gemm/35_wgmma_splitk_sum.cu.j2), so that an output of a few large tiles splits
+# K dozens of ways: 128 x 64 or 64 x 128 tiles in 16 splits for a few tiles over a long K
+# (92 x 280 x 16064 17.3 us where rung 17 took 19.6), 128 x 128 in 8 for a few dozen
+# (512 x 512 x 16384:TN 31.9 against rung 16's 38.2; evidence/splitk_sum_c1b0ca5.txt).
+# auto does not weigh it yet: those three points are timed on the calibration files, and
+# become candidates once the published files whose picks they move are measured again.
+register(Variant(
+    name="wgmma_splitk_sum",
+    template="gemm/35_wgmma_splitk_sum.cu.j2",
+    adds="rung 16 with its partials summed by a second kernel spread over the SMs, in split"
+         " order: large tiles, K split dozens of ways",
+    candidates=[],
+    defaults={"BM": 128, "BN": 128, "CONSUMERS": 2, "STAGES": 4, "GROUP": 8, "SPLITS": 16},
+    space={"BM": [64, 128], "BN": [64, 128, 256], "CONSUMERS": [1, 2], "STAGES": [4, 6],
+           "GROUP": [8], "SPLITS": [2, 4, 8, 16, 32, 64]},
+    **{**HOPPER_SPLIT_K,
+       "constraints": [*HOPPER["constraints"], "SPLITS >= 2"],
+       "extra_args": ("tensor_map_a", "tensor_map_b", "partials"),
+       "counters": "0",
+       "sum_pass": True},
+))
