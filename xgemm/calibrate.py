@@ -80,7 +80,7 @@ def fit_point(samples: Sequence[Sample], cal: Calibration, grid: Sequence[float]
     ragged = np.array([w.c_bytes * w.ragged for w, _, _ in samples], dtype=float)
     dram = np.array([w.dram_bytes / cal.bandwidth for w, _, _ in samples])
     # what runs before or after the product, not beside it: the plan's copies, a sum pass
-    copies = np.array([cal.copies(s, choosing=False) + w.pass_bytes / cal.bandwidth
+    serial = np.array([cal.copies(s, choosing=False) + w.pass_bytes / cal.bandwidth
                        for w, s, _ in samples])
     store_bandwidth = max((w.c_bytes / t for w, _, t in samples if not w.tma_store),
                           default=None)
@@ -93,8 +93,8 @@ def fit_point(samples: Sequence[Sample], cal: Calibration, grid: Sequence[float]
                              + np.maximum(last_sharing * full, latency))
             launch, tile, fill, per_byte = _lstsq_nonneg(
                 [1 / times, tiles / times, fills / times, ragged / times],
-                (times - copies - body) / times)
-            pred = copies + np.maximum(launch + np.maximum(
+                (times - serial - body) / times)
+            pred = serial + np.maximum(launch + np.maximum(
                 tiles * tile + fills * fill + ragged * per_byte + body, dram), store_bound)
             err = float(np.mean(np.log(pred / times) ** 2))
             if best is None or err < best[0]:

@@ -81,10 +81,6 @@ def get_kernel(name: str, params: Mapping[str, int], spec: Spec, device: int,
     return _kernel(name, tuple(sorted(params.items())), spec, device, family, entry)
 
 
-#: A split-K sum pass's threads a block (``Variant.sum_pass``; its template's
-#: ``__launch_bounds__``).
-SUM_THREADS = 256
-
 #: The pad kernel's block and the loads each thread has in flight before it stores.
 PAD_THREADS, PAD_UNROLL = 256, 4
 

@@ -258,14 +258,16 @@ def work(v: Variant, params: Mapping[str, int], dtype: str, shape: Shape, sms: i
     steps = cdiv(cdiv(shape.k, splits), bk) if shape.k else 0
     item = DTYPES[dtype].itemsize
     out = shape.batch * shape.m * shape.n
-    dram = shape.batch * (shape.m + shape.n) * shape.k * item + out * item
+    dram = shape.batch * (shape.m + shape.n) * shape.k * item
     partials = splits * out * (8 if dtype == "float64" else 4) if splits > 1 else 0
-    summed = partials + out * item if v.sum_pass else 0  # C left to the pass
-    dram += partials if v.sum_pass else 2 * partials
+    # the product writes C and its partials twice (written, read back), or with a sum
+    # pass writes the partials once and leaves reading them and writing C to the pass
+    dram += partials if v.sum_pass else 2 * partials + out * item
+    pass_bytes = partials + out * item if v.sum_pass else 0
     return Work(tiles, blocks, cdiv(tiles, blocks), rounds, sharing, last_sharing, steps,
-                min(steps, params.get("STAGES", 0)), dram - (out * item if summed else 0),
-                out * item, bool(params.get("TMA_STORE")), ragged(v, shape, item),
-                narrow_path(v, shape, item), summed)
+                min(steps, params.get("STAGES", 0)), dram, out * item,
+                bool(params.get("TMA_STORE")), ragged(v, shape, item),
+                narrow_path(v, shape, item), pass_bytes)
 
 
 # -- the constants ----------------------------------------------------------------------------

@@ -21,7 +21,6 @@ from typing import Any
 
 import numpy as np
 
-from .compile import SUM_THREADS
 from .frameworks import external_stream, pointer, to_cupy, torch_raw_stream
 from .kernel_args import (
     Addresses,
@@ -34,6 +33,7 @@ from .kernel_args import (
     remembered,
 )
 from .operands import ready_operand, tma_padded
+from .render import SUM_THREADS
 from .tma import INVALID_CONTEXT
 from .workspaces import (
     FRESH_ALIGNMENT,

@@ -49,7 +49,7 @@ from .checks import (
     parse_activation,
     torch_formats,
 )
-from .compile import SUM_THREADS, get_kernel
+from .compile import get_kernel
 from .expressions import MAX_GRID, cdiv
 from .extras import extra_arg
 from .frameworks import framework, pointer, to_cupy
@@ -67,6 +67,7 @@ from .operands import (
 from .parts import Parts, plan_split, reads_parts
 from .ranking import contenders_to_time, pick
 from .registry import Variant, get_variant
+from .render import SUM_THREADS
 from .signature import Call
 from .specs import DTYPES, EIGHT_BIT, Spec, check_eight_bit_spec, default_output
 

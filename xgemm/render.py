@@ -131,7 +131,12 @@ def wgmma_registers_function(n: int) -> str:
     return "\n".join(function("wgmma_rs", 1, "+=") + function("wgmma_rs_from_zero", 0, "="))
 
 
+#: A split-K sum pass's threads a block (``Variant.sum_pass``): its template's
+#: ``__launch_bounds__`` and the plan's launch.
+SUM_THREADS = 256
+
 _env.globals["wgmma_function"] = wgmma_function
+_env.globals["SUM_THREADS"] = SUM_THREADS
 _env.globals["wgmma_registers_function"] = wgmma_registers_function
 
 
