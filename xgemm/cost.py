@@ -260,8 +260,7 @@ def work(v: Variant, params: Mapping[str, int], dtype: str, shape: Shape, sms: i
     out = shape.batch * shape.m * shape.n
     dram = shape.batch * (shape.m + shape.n) * shape.k * item
     partials = splits * out * (8 if dtype == "float64" else 4) if splits > 1 else 0
-    # the product writes C and its partials twice (written, read back), or with a sum
-    # pass writes the partials once and leaves reading them and writing C to the pass
+    # the partials cross DRAM twice, C once; a sum pass reads them back and writes C
     dram += partials if v.sum_pass else 2 * partials + out * item
     pass_bytes = partials + out * item if v.sum_pass else 0
     return Work(tiles, blocks, cdiv(tiles, blocks), rounds, sharing, last_sharing, steps,
