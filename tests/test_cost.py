@@ -172,8 +172,9 @@ def test_a_ragged_last_wave_runs_fewer_blocks_an_sm():
 def test_a_sum_pass_is_priced_after_the_product():
     """A rung whose partials a second kernel sums (rung 35) reads them and writes C after
     the product, not beside it: the product's bytes hold one pass over the partials and
-    no C, and the pass's bytes add their time at DRAM's bandwidth. Rung 16, whose last
-    warp of each tile sums them, counts both passes and C in the product's."""
+    no C, the pass's bytes add their time at DRAM's bandwidth, and no bound of C's stores
+    from registers applies to the product. Rung 16, whose last warp of each tile sums
+    them, counts both passes and C in the product's, and its C leaves from registers."""
     m, n, k, splits = 92, 280, 16064, 16
     shape, partials, c_bytes = Shape(m, n, k), splits * m * n * 4, m * n * 2
     operands = (m + n) * k * 2
@@ -188,6 +189,10 @@ def test_a_sum_pass_is_priced_after_the_product():
     c, cal = cost.Constants(5e-6, 1e-6, 1e-7, 1e-7), cost.calibration()
     alone = cost.predict(c, dataclasses.replace(w, pass_bytes=0), shape, cal)
     assert cost.predict(c, w, shape, cal) - alone == pytest.approx(w.pass_bytes / cal.bandwidth)
+    assert not w.own_store and w16.own_store
+    slow_stores = dataclasses.replace(c, store_bandwidth=1e6)  # C's bytes take seconds
+    assert cost.predict(slow_stores, w, shape, cal) == cost.predict(c, w, shape, cal)
+    assert cost.predict(slow_stores, w16, shape, cal) > 0.05
 
 
 def test_a_point_without_constants_is_priced_as_its_dearest_nearest_neighbour():

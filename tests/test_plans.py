@@ -406,12 +406,13 @@ def test_a_prepared_launch_reads_its_inputs_as_they_are_when_it_runs(rng):
 def test_a_copy_padded_for_tma_starts_its_lines_on_128_bytes(rng, k, pitch):
     """Rows TMA cannot read are copied at a pitch of whole 128 bytes (TMA reads lines
     that start 16 bytes past one at two-thirds the rate), or 16 where a row is shorter
-    than 128 bytes; the product is right either way."""
+    than 128 bytes; the product is right either way. A call that only pads takes the
+    short path (``Plan.plain``)."""
     if xgemm.gpu.compute_capability(0) != 90:
         pytest.skip("TMA (wgmma) runs on sm_90 only")
     a, b = rng.array((96, k), "float16"), rng.array((k, 64), "float16")
     launch = xgemm.prepare(a, b, variant="wgmma")
-    assert launch.copies == ("a",)
+    assert launch.copies == ("a",) and launch.plan.plain
     assert launch.plan.a.layout.ld == pitch
     assert relative_error(launch(), a, b) < REFERENCE_TOLERANCE["float16"]
 
@@ -525,7 +526,8 @@ def test_pytorch_operands_padded_on_pytorchs_stream(layout):
         return x.T if transposed else x.T.contiguous()
 
     a, b = operand(m, k, layout[0] == "T"), operand(k, n, layout[1] == "T")
-    assert xgemm.prepare(a, b, variant="wgmma").copies == ("a", "b")
+    launch = xgemm.prepare(a, b, variant="wgmma")
+    assert launch.copies == ("a", "b") and launch.plan.plain  # the pad kernel, then the product
     side = torch.cuda.Stream()
     torch.cuda.synchronize()
     for step in range(3):

@@ -82,9 +82,9 @@ def fit_point(samples: Sequence[Sample], cal: Calibration, grid: Sequence[float]
     # what runs before or after the product, not beside it: the plan's copies, a sum pass
     serial = np.array([cal.copies(s, choosing=False) + w.pass_bytes / cal.bandwidth
                        for w, s, _ in samples])
-    store_bandwidth = max((w.c_bytes / t for w, _, t in samples if not w.tma_store),
+    store_bandwidth = max((w.c_bytes / t for w, _, t in samples if w.own_store),
                           default=None)
-    store_bound = np.array([w.c_bytes / store_bandwidth if store_bandwidth and not w.tma_store
+    store_bound = np.array([w.c_bytes / store_bandwidth if store_bandwidth and w.own_store
                             else 0.0 for w, _, _ in samples])
     best: tuple[float, Constants] | None = None
     for full in grid:

@@ -45,7 +45,7 @@ measures (``ragged_store``: on the H100's 16-bit rungs from registers, as long a
 writing C at 540-730 GB/s; a random sample's shapes are almost all ragged, a model's
 linears all whole lines). ``store_bandwidth`` bounds a product of
 tiny K by the fastest any calibration sample wrote C from its registers; a rung whose C
-the copy engine stores has no such bound (DRAM's is its own).
+the copy engine or a sum pass stores has no such bound (DRAM's is its own).
 A copy the plan makes costs ``copy_launch`` and its bytes: an operand padded for TMA
 (the pad kernel, ``kernels/copy/pad_rows.cu.j2``) at ``copy_bandwidth`` plus ``copy_line``
 a line (narrow lines copy slowly), one transposed into the layout a rung reads fastest
@@ -224,9 +224,9 @@ class Work:
     fill_steps: int  # of the steps, those that fill the rung's ring of stages (none: no ring)
     dram_bytes: int
     c_bytes: int
-    #: C leaves through the bulk copy engine (TMA_STORE, its rows ragged or not): no bound
-    #: of the epilogue's own stores
-    tma_store: bool = False
+    #: the product's epilogue stores C from registers, bounded by ``store_bandwidth``; not
+    #: where the bulk copy engine does (TMA_STORE) or a sum pass writes C (``pass_bytes``)
+    own_store: bool = True
     #: the rung runs its narrow path here (:func:`ragged`): C costs ``ragged_store`` a byte
     ragged: bool = False
     #: the rung's alignment flags are false here (:func:`narrow_path`): it reads A and B
@@ -265,7 +265,7 @@ def work(v: Variant, params: Mapping[str, int], dtype: str, shape: Shape, sms: i
     pass_bytes = partials + out * item if v.sum_pass else 0
     return Work(tiles, blocks, cdiv(tiles, blocks), rounds, sharing, last_sharing, steps,
                 min(steps, params.get("STAGES", 0)), dram, out * item,
-                bool(params.get("TMA_STORE")), ragged(v, shape, item),
+                not (params.get("TMA_STORE") or v.sum_pass), ragged(v, shape, item),
                 narrow_path(v, shape, item), pass_bytes)
 
 
@@ -405,7 +405,7 @@ def predict(c: Constants, w: Work, shape: Shape, cal: Calibration, choosing: boo
     compute = w.rounds * w.tiles_per_block * (c.tile + w.fill_steps * c.fill) + walk
     if w.ragged:
         compute += w.c_bytes * c.ragged_store
-    store = w.c_bytes / c.store_bandwidth if c.store_bandwidth and not w.tma_store else 0.0
+    store = w.c_bytes / c.store_bandwidth if c.store_bandwidth and w.own_store else 0.0
     return (cal.copies(shape, choosing) + w.pass_bytes / cal.bandwidth
             + max(c.launch + max(compute, w.dram_bytes / cal.bandwidth), store))
 

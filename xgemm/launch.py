@@ -254,9 +254,10 @@ def _enqueued(plan: Any, a: Any, b: Any, target: Any, bias: Any, alpha: float, b
 def _plain(plan: Any, a: Any, b: Any, target: Any, bias: Any, alpha: float, beta: float,
            scale_a: Any, scale_b: Any) -> Any:
     """:func:`_enqueued` for a plain plan (``Plan.plain``: the product's launches on the
-    arrays as they lie, with split-K's workspace and 8-bit scales at most), on the current
-    stream of its framework: most calls, so in one frame, each step written out."""
-    keep = []  # a split-K workspace larger than the one kept, alive until queued
+    arrays as they lie, or on their copies padded for TMA, with split-K's workspace and
+    8-bit scales at most), on the current stream of its framework: most calls, so in one
+    frame, each step written out."""
+    keep = []  # a split-K workspace or padded copy larger than those kept, alive until queued
     if plan.framework == "torch":
         stream_ptr = torch_raw_stream()(plan.device)
         ptr_a, ptr_b = a.data_ptr(), b.data_ptr()
@@ -269,6 +270,9 @@ def _plain(plan: Any, a: Any, b: Any, target: Any, bias: Any, alpha: float, beta
         ptr_a, ptr_b = a.data.ptr, b.data.ptr
         result = cupy.ndarray(plan.shapes.out, plan.c_dtype_np) if target is None else target
         ptr_c = result.data.ptr if target is None else pointer(target)
+    if plan.pad_launch is not None:  # the pad kernel first, into buffers kept per stream
+        ptr_a, ptr_b = _padded(plan, ptr_a, ptr_b, a.itemsize, keep, stream_ptr,
+                               is_capturing(stream_ptr))
     if target is None and ptr_c % FRESH_ALIGNMENT:
         misaligned(ptr_c)
     ptrs = (ptr_a, ptr_b, ptr_c)

@@ -159,9 +159,10 @@ class Plan:
 
     @functools.cached_property
     def plain(self) -> bool:
-        """Whether a call only launches the product on its arrays as they lie (split-K's
-        workspace, 8-bit scales at most), as most do: ``xgemm.launch``'s short path."""
-        return (self.pad_launch is None and not self.a.copied and not self.b.copied
+        """Whether a call only launches kernels: the product on its arrays as they lie
+        (split-K's workspace, 8-bit scales at most), as most do, or on copies the pad
+        kernel makes of them first: ``xgemm.launch``'s short path."""
+        return (all(x.pad is not None for x in (self.a, self.b) if x.copied)
                 and self.parts is None and self.output != "staging" and not self.copy_bias
                 and bool(self.chunks))
 
