@@ -235,10 +235,12 @@ def _hopper(q: _Asked) -> Pick | None:
             return splitk.name, {**splitk.defaults, "BM": bm, "CONSUMERS": bm // 64}
         if min(m, n) <= 64 and precision is None:  # a few rows (columns): one m64
             # warpgroup, narrow tiles, a deep ring (16 x 4096 x 4096: 0.027 ms against
-            # 0.031 for 128 x 128 tiles)
-            params.update(BM=64, BN=64, CONSUMERS=1, STAGES=6)
+            # 0.031 for 128 x 128 tiles; 10 stages against 6: 0.966x the time on 19
+            # published rows, 0.83-0.89x over a long K, evidence/plain_pads_53fe4c5.txt)
+            params.update(BM=64, BN=64, CONSUMERS=1, STAGES=10)
         elif tiles(128, 128) < sms and precision is None:  # 1024^3: 0.90x against 0.65x
-            params.update(BM=64, BN=128, CONSUMERS=1, STAGES=6)  # for 128 x 128, 3 stages
+            # for 128 x 128 at 3 stages; 8 stages against 6: 0.978x on 13 published rows
+            params.update(BM=64, BN=128, CONSUMERS=1, STAGES=8)
         elif tiles(params["BM"], params["BN"]) < sms and precision == "tf32":
             # fewer tiles than SMs: 128 x 128. 16 bits keep 128 x 256 at 4 stages there:
             # where those fill half a round to a round (and 128 x 128 more than one), they

@@ -149,11 +149,13 @@ WGMMA = dict(
 register(Variant(
     name="wgmma",
     # 128 x 256 tiles, narrower ones for outputs of few tiles (one m64 warpgroup and a
-    # deeper ring under 128 rows), 128 x 192 where their waves are whole and 256's ragged
-    # (512 x 18944 x 3584: 4 x 99 tiles, three waves of 132), and blocks sharing the SMs
-    # among a batch's products
-    candidates=[{}, {"BN": 128, "STAGES": 6}, {"BM": 64, "BN": 128, "CONSUMERS": 1, "STAGES": 6},
-                {"BM": 64, "BN": 64, "CONSUMERS": 1, "STAGES": 6}, {"BN": 192, "STAGES": 4},
+    # deeper ring under 128 rows: 8 stages at 64 x 128, 10 at 64 x 64, as deep as shared
+    # memory leaves them, 0.978x and 0.966x the time of 6 on 32 published rows, up to 0.83x
+    # over a long K; evidence/plain_pads_53fe4c5.txt), 128 x 192 where their waves are
+    # whole and 256's ragged (512 x 18944 x 3584: 4 x 99 tiles, three waves of 132), and
+    # blocks sharing the SMs among a batch's products
+    candidates=[{}, {"BN": 128, "STAGES": 6}, {"BM": 64, "BN": 128, "CONSUMERS": 1, "STAGES": 8},
+                {"BM": 64, "BN": 64, "CONSUMERS": 1, "STAGES": 10}, {"BN": 192, "STAGES": 4},
                 {"BN": 128, "STAGES": 6, "SPREAD": 1}],
     adds="C staged in shared memory and written by TMA stores while the next tile runs",
     **WGMMA,
