@@ -373,7 +373,7 @@ def _launches(plan: Any, ptrs: Addresses, ptr_bias: int, alpha: float, beta: flo
             partials = next(_extra(ptrs, arg) for arg in chunk.extra
                             if arg.source is Source.PARTIALS)
             grid = (plan.sum_blocks, 1, chunk.grid[2] // plan.splits)
-            launches.append((geometry(plan.sum_function(), grid, (SUM_THREADS,), 0),
+            launches.append((geometry(plan.function("_sum"), grid, (SUM_THREADS,), 0),
                              Arguments([partials, ptrs.c + chunk.offsets[2], *plan.sum_sizes,
                                         ptr_bias, *scalars])))
     return tuple(launches)

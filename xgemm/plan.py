@@ -135,8 +135,7 @@ class Plan:
     # chunk's products) and its M, N, ldc and C's batch stride, packed once
     sum_blocks: int = 0
     sum_sizes: tuple = ()
-    _function: Any = field(default=None, repr=False)
-    _sum_function: Any = field(default=None, repr=False)
+    _functions: dict = field(default_factory=dict, repr=False)   # by entry, loaded once
     # Recent calls' launches' arguments, by their addresses and scalars: a call with the
     # same ones reuses them (``xgemm.launch``); each dict operation is atomic, so threads
     # may share it.
@@ -173,25 +172,19 @@ class Plan:
         with cupy.cuda.Device(self.device):
             return get_kernel(self.variant.name, self.params, self.spec, self.device)
 
-    def function(self):
-        """The kernel's function on this plan's GPU, loaded once."""
-        if self._function is None:
+    def function(self, entry: str = ""):
+        """The kernel's function on this plan's GPU, loaded once; with ``entry``, its
+        source's kernel of that name after the variant's (``"_sum"``: the sum pass,
+        ``Variant.sum_pass``)."""
+        found = self._functions.get(entry)
+        if found is None:
             import cupy
 
             with cupy.cuda.Device(self.device):
-                self._function = get_kernel(self.variant.name, self.params, self.spec,
-                                            self.device).kernel
-        return self._function
-
-    def sum_function(self):
-        """The sum pass's function on this plan's GPU (``Variant.sum_pass``), loaded once."""
-        if self._sum_function is None:
-            import cupy
-
-            with cupy.cuda.Device(self.device):
-                self._sum_function = get_kernel(self.variant.name, self.params, self.spec,
-                                                self.device, entry="_sum").kernel
-        return self._sum_function
+                found = get_kernel(self.variant.name, self.params, self.spec, self.device,
+                                   entry=entry).kernel
+            self._functions[entry] = found
+        return found
 
 
 # -- the plan cache --------------------------------------------------------------------------
