@@ -294,8 +294,8 @@ def test_tune_then_auto_follows_it(monkeypatch):
     seen = []
     real = xgemm.plan.get_kernel
     monkeypatch.setattr(xgemm.plan, "get_kernel",
-                        lambda name, params, *rest: seen.append((name, params))
-                        or real(name, params, *rest))
+                        lambda name, params, *rest, **kw: seen.append((name, params))
+                        or real(name, params, *rest, **kw))
     import cupy
 
     a = cupy.random.standard_normal((90, 40), dtype=cupy.float32)
