@@ -356,8 +356,9 @@ class Variant:
 
         >>> import xgemm
         >>> v = xgemm.get_variant("pipelined")
-        >>> [v.transposed_into("b", v.defaults, m, 4096, 4096) for m in (4096, 64)]
-        ['row', None]
+        >>> shapes = [(4096, 4096, 4096), (64, 4096, 4096), (9000, 800, 40)]
+        >>> [v.transposed_into("b", v.defaults, *shape) for shape in shapes]
+        ['row', None, None]
         """
         if operand not in self.transpose_first:
             return None

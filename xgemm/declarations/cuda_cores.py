@@ -134,6 +134,10 @@ WARP_TILING_RULES = [
     "BM * BK // 4 % THREADS == 0",                       # every thread copies as many groups
     "BK * BN // 4 % THREADS == 0",
 ]
+# Where rungs 9 and 10 copy a column-major B into rows before the product: from M = 1024
+# rows, and only where the product or K is long enough that the copy's launch and bytes are
+# won back by the faster reads (rung 9 says more)
+B_COPY_PAYS = "M >= 1024 and (K >= 2048 or M * N * K >= 2**32)"
 WARP_TILING = dict(
     block=("(BM // WM) * (BN // WN) * 32",),
     grid=("cdiv(N, BN)", "cdiv(M, BM)"),
@@ -187,12 +191,15 @@ register(Variant(
     # A column-major and B row-major arrive in 16-byte copies where aligned; the rest one
     # element a copy. A transpose first (bench/results/h100/evidence/transpose_first.txt,
     # measured before element copies went to consecutive threads):
-    # B pays from M = 1024 (NT 8192 x 4096 x 4096: 6.89 ms in place, 5.94 + 0.05 copied); A only
+    # B pays from M = 1024 (NT 8192 x 4096 x 4096: 6.89 ms in place, 5.94 + 0.05 copied) where
+    # the product or K is long enough to carry the copy's launch and bytes (under 2**32
+    # multiply-adds and K < 2048 in place is faster: 9000 x 800 x 40:NT 75.6 us against 128.0;
+    # evidence/transpose_first_probe_df0999a.txt); A only
     # where the grid has few tiles (1024^3: 0.068 ms, 0.059 + 0.005; none from 4096^2 up) and
     # the product is not tiny (64 x 4096 x 64: 0.0071 ms in place, 0.0118 copied; evidence/
     # auto_rules.txt)
     transpose_first={"a": ("col", "cdiv(M, BM) * cdiv(N, BN) <= 2 * SMS and M * N * K >= 2**28"),
-                     "b": ("row", "M >= 1024")},
+                     "b": ("row", B_COPY_PAYS)},
     **WARP_TILING,
 ))
 
@@ -216,10 +223,10 @@ register(Variant(
     ],
     smem_bytes="BYTES * STAGES * BK * (BM + BN + 8)",  # + the pads of tile_a and tile_b
     dynamic_smem=True,
-    # B row-major arrives in scattered 4-byte copies, as in rung 9: copied first from
-    # M = 1024 (8192 x 64 x 8192 with B transposed: 0.40 ms read in place, 0.31 from a
+    # B row-major arrives in scattered 4-byte copies, as in rung 9: copied first where rung 9
+    # copies it (8192 x 64 x 8192 with B transposed: 0.40 ms read in place, 0.31 from a
     # row-major B; bench/results/h100/evidence/auto_rules.txt)
-    transpose_first={"b": ("row", "M >= 1024")},
+    transpose_first={"b": ("row", B_COPY_PAYS)},
     **WARP_TILING,
     splits="SPLITS",
     # a partial is whole tiles, in the order the threads hold them (the template says why)
