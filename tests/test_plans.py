@@ -112,8 +112,11 @@ def test_a_variant_declares_which_operands_auto_transposes_first():
     assert v.transposed_into("a", p, 1024, 1024, 1024) == "col"
     assert v.transposed_into("a", p, 4096, 4096, 4096) is None
     assert v.transposed_into("a", p, 64, 4096, 64) is None
-    # B: from 1024 rows of C on
+    # B: from 1024 rows of C on, where K or the product is long enough to pay the copy back
     assert [v.transposed_into("b", p, m, 4096, 4096) for m in (1024, 1023)] == ["row", None]
+    assert [v.transposed_into("b", p, 9000, 800, k) for k in (40, 600, 2048)] == [
+        None, "row", "row"]
+    assert v.transposed_into("b", p, 1100, 200, 1024) is None
     assert xgemm.get_variant("wgmma").transposed_into("b", {}, 4096, 4096, 4096) is None
     with pytest.raises(ValueError, match="transpose_first takes 'a' or 'b' into 'row' or 'col'"):
         Variant(name="x", template="gemm/03_tiled.cu.j2", adds="", defaults={}, space={},

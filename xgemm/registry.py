@@ -356,9 +356,8 @@ class Variant:
 
         >>> import xgemm
         >>> v = xgemm.get_variant("pipelined")
-        >>> shapes = [(4096, 4096, 4096), (64, 4096, 4096), (9000, 800, 40)]
-        >>> [v.transposed_into("b", v.defaults, *shape) for shape in shapes]
-        ['row', None, None]
+        >>> [v.transposed_into("b", v.defaults, *s) for s in ((4096,) * 3, (64, 4096, 4096))]
+        ['row', None]
         """
         if operand not in self.transpose_first:
             return None
