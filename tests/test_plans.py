@@ -117,6 +117,8 @@ def test_a_variant_declares_which_operands_auto_transposes_first():
     assert [v.transposed_into("b", p, 9000, 800, k) for k in (40, 600, 2048)] == [
         None, "row", "row"]
     assert v.transposed_into("b", p, 1100, 200, 1024) is None
+    splitk = xgemm.get_variant("splitk")  # the same rule
+    assert splitk.transposed_into("b", splitk.defaults, 9000, 800, 40) is None
     assert xgemm.get_variant("wgmma").transposed_into("b", {}, 4096, 4096, 4096) is None
     with pytest.raises(ValueError, match="transpose_first takes 'a' or 'b' into 'row' or 'col'"):
         Variant(name="x", template="gemm/03_tiled.cu.j2", adds="", defaults={}, space={},
