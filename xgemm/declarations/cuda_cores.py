@@ -193,8 +193,8 @@ register(Variant(
     # measured before element copies went to consecutive threads):
     # B pays from M = 1024 (NT 8192 x 4096 x 4096: 6.89 ms in place, 5.94 + 0.05 copied) where
     # the product or K is long enough to carry the copy's launch and bytes (under 2**32
-    # multiply-adds and K < 2048 in place is as fast or faster: 9000 x 800 x 40:NT 75.6 us against 128.0;
-    # evidence/transpose_first_probe_df0999a.txt); A only
+    # multiply-adds and K < 2048 in place is as fast or faster: 9000 x 800 x 40:NT 75.6 us
+    # against 128.0; evidence/transpose_first_probe_df0999a.txt); A only
     # where the grid has few tiles (1024^3: 0.068 ms, 0.059 + 0.005; none from 4096^2 up) and
     # the product is not tiny (64 x 4096 x 64: 0.0071 ms in place, 0.0118 copied; evidence/
     # auto_rules.txt)
