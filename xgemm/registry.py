@@ -356,7 +356,7 @@ class Variant:
 
         >>> import xgemm
         >>> v = xgemm.get_variant("pipelined")
-        >>> [v.transposed_into("b", v.defaults, *s) for s in ((4096,) * 3, (64, 4096, 4096))]
+        >>> [v.transposed_into("b", v.defaults, m, 4096, 4096) for m in (4096, 64)]
         ['row', None]
         """
         if operand not in self.transpose_first:
