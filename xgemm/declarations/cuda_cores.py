@@ -208,15 +208,19 @@ register(Variant(
     template="gemm/10_splitk.cu.j2",
     adds="SPLITS blocks share a tile of C over stretches of K; the last adds the partials in order",
     # 64 x 64 tiles at five split counts (the fewer C's tiles, the more splits fill the
-    # SMs); and 64 x 128 at rung 9's 8 x 8 thread tiles, for few tiles over a long K
+    # SMs); 64 x 128 at rung 9's 8 x 8 thread tiles, for few tiles over a long K; and 32
+    # rows (or columns) of 16-wide warp tiles, where C has 17-32 of them: a 64-wide tile
+    # spends half its multiplies on rows that are not there
     candidates=[{"SPLITS": 4}, {"SPLITS": 8}, {"SPLITS": 16}, {"SPLITS": 32}, {"SPLITS": 64},
                 {"BN": 128, "WN": 64, "TM": 8, "SPLITS": 4},
-                {"BN": 128, "WN": 64, "TM": 8, "SPLITS": 16}],
+                {"BN": 128, "WN": 64, "TM": 8, "SPLITS": 16},
+                *({side: 32, warp: 16, "WNITER": 1, "SPLITS": s}
+                  for side, warp in (("BM", "WM"), ("BN", "WN")) for s in (8, 16))],
     defaults={"BM": 64, "BN": 64, "BK": 16, "WM": 32, "WN": 32, "WNITER": 2, "TM": 4, "TN": 4,
               "GROUP": 1, "STAGES": 3, "SPLITS": 16},
-    space={"BM": [64, 128], "BN": [64, 128], "BK": [16], "WM": [32], "WN": [32, 64],
-           "WNITER": [2], "TM": [4, 8], "TN": [4], "GROUP": [1], "STAGES": [2, 3],
-           "SPLITS": [4, 8, 16, 32, 64]},
+    space={"BM": [32, 64, 128], "BN": [32, 64, 128], "BK": [16], "WM": [16, 32],
+           "WN": [16, 32, 64], "WNITER": [1, 2], "TM": [4, 8], "TN": [4], "GROUP": [1],
+           "STAGES": [2, 3], "SPLITS": [4, 8, 16, 32, 64]},
     constraints=[
         *WARP_TILING_RULES,
         "THREADS <= 256",  # at 512 threads (128 registers each) ptxas spills
