@@ -209,8 +209,9 @@ register(Variant(
     adds="SPLITS blocks share a tile of C over stretches of K; the last adds the partials in order",
     # 64 x 64 tiles at five split counts (the fewer C's tiles, the more splits fill the
     # SMs); 64 x 128 at rung 9's 8 x 8 thread tiles, for few tiles over a long K; and 32
-    # rows (or columns) of 16-wide warp tiles, where C has 17-32 of them: a 64-wide tile
-    # spends half its multiplies on rows that are not there
+    # rows (or columns) of 16-wide warp tiles for C of a few dozen: a 64-wide tile spends
+    # half its multiplies or more on rows that are not there, and rung 20's 8 rows a block
+    # read B again for each 8 (docs/notes.md, stop 80)
     candidates=[{"SPLITS": 4}, {"SPLITS": 8}, {"SPLITS": 16}, {"SPLITS": 32}, {"SPLITS": 64},
                 {"BN": 128, "WN": 64, "TM": 8, "SPLITS": 4},
                 {"BN": 128, "WN": 64, "TM": 8, "SPLITS": 16},
