@@ -225,6 +225,10 @@ register(Variant(
     constraints=[
         *WARP_TILING_RULES,
         "THREADS <= 256",  # at 512 threads (128 registers each) ptxas spills
+        # 16-wide warp tiles only on 32-wide block tiles (two warps across), one step
+        # across each; the wider tiles keep rung 9's warp tiles
+        "(BM == 32) == (WM == 16) and (BN == 32) == (WN == 16)",
+        "(WM == 16 or WN == 16) == (WNITER == 1)",
     ],
     smem_bytes="BYTES * STAGES * BK * (BM + BN + 8)",  # + the pads of tile_a and tile_b
     dynamic_smem=True,
