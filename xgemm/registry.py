@@ -370,8 +370,8 @@ class Variant:
 
         >>> import xgemm
         >>> points = xgemm.get_variant("splitk").candidate_points("float32")
-        >>> [(p["BN"], p["SPLITS"]) for p in points]
-        [(64, 4), (64, 8), (64, 16), (64, 32), (64, 64), (128, 4), (128, 16)]
+        >>> [(p["BM"], p["BN"], p["SPLITS"]) for p in points][-4:]
+        [(32, 64, 8), (32, 64, 16), (64, 32, 8), (64, 32, 16)]
         """
         if dtype not in self.dtypes or self.auto_dtypes and dtype not in self.auto_dtypes:
             return []
