@@ -31,8 +31,9 @@ from xgemm.tools import generalisation
 from xgemm.tools.machine import measure_copy_bandwidth
 
 #: (variant, parameters): rung 18 at its default 128 x 256 tiles, at 128 x 128 (3 or 4
-#: stages) and 256 x 128, C staged for a TMA store or not; rung 25 (rung 18 with tiles cut
-#: along K) at 128 x 256 and 128 x 128; rung 19 (int8 only) at 64 x 64.
+#: stages) and 256 x 128, C staged for a TMA store or not, and 64 x 128 (one consumer
+#: warpgroup; 4 or 6 stages); rung 25 (rung 18 with tiles cut along K) at 128 x 256,
+#: 128 x 128 and 64 x 128; rung 19 (int8 only) at 64 x 64.
 POINTS = {
     "float8": (("wgmma_8bit", {}), ("wgmma_8bit", {"BN": 128, "STAGES": 4}),
                ("wgmma_8bit", {"BN": 128, "STAGES": 3}),
@@ -48,6 +49,11 @@ POINTS = {
              ("mma_int8", {}), ("mma_int8", {"BM": 64, "BN": 64, "WM": 32, "WN": 32}),
              ("mma_int8", {"BM": 64, "BN": 64, "WM": 32, "WN": 32, "STAGES": 4})),
 }
+
+NARROW = (("wgmma_8bit", {"BM": 64, "CONSUMERS": 1, "BN": 128, "STAGES": 4}),
+          ("wgmma_8bit", {"BM": 64, "CONSUMERS": 1, "BN": 128, "STAGES": 6}),
+          ("wgmma_8bit_last_round", {"BM": 64, "CONSUMERS": 1, "BN": 128, "STAGES": 6}))
+POINTS = {part: points + NARROW for part, points in POINTS.items()}
 
 
 #: Rows (or columns) of C up to which rung 20's points are timed too.

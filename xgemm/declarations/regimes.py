@@ -17,8 +17,15 @@ WGMMA_8BIT = dict(
        "template": "gemm/18_wgmma_8bit.cu.j2",
        "defaults": {"BM": 128, "BN": 256, "CONSUMERS": 2, "STAGES": 3, "GROUP": 8,
                     "TMA_STORE": 1, "SPREAD": 0},
-       "space": {"BM": [128, 256], "BN": [128, 256], "CONSUMERS": [2], "STAGES": [3, 4],
-                 "GROUP": [8], "TMA_STORE": [0, 1], "SPREAD": [0]},
+       # 64 x 128 tiles (one m64 warpgroup) for outputs of few columns or few tiles, with
+       # a deeper ring (a stage is 24 KiB there): 128 x 128 tiles over C of 16-64 columns
+       # leave most SMs idle. (BN stays a multiple of 128: rung 13's boxes are 128 bytes.)
+       "space": {"BM": [64, 128, 256], "BN": [128, 256], "CONSUMERS": [1, 2],
+                 "STAGES": [3, 4, 6], "GROUP": [8], "TMA_STORE": [0, 1], "SPREAD": [0]},
+       "constraints": [*WGMMA["constraints"],
+                       "(CONSUMERS == 1) == (BM == 64)",
+                       "BM > 64 or BN == 128 and STAGES >= 4",
+                       "STAGES < 6 or BM == 64"],
        # C staged as 16-bit values, whatever BYTES (1) says, and room in whole KiB for
        # its tile's row and column scales (staged where scale vectors meet 256 columns;
        # room kept at every point: the scales are not a parameter)
