@@ -30,6 +30,13 @@ SKINNY_EIGHT_BIT = 16
 #: K from which an 8-bit product of few tiles (128 x 128 tiles for at most half the SMs)
 #: takes rung 25, its tiles cut along K: 48 of rung 18's 128-deep phases.
 CUT_TILES_K = 48 * 128
+#: int8 on rungs 18 and 25 where 64 x 128 tiles still fit in a round (rung 25: half of
+#: one): one m64 warpgroup a tile, six stages. On the int8 seeds 10 and 11 (fitted there;
+#: evidence/eight_bit_narrow_104e9a1.txt) 0.82-0.88x rung 18's or 25's time at 128 x 128
+#: over a long K of few tiles (84 x 384 x 12960 21.7 -> 18.2 us, 3528 x 64 x 10800 41.5
+#: -> 34.5) and on few rows (3 x 6368 x 4672 28.0 -> 22.5); where they fill more than a
+#: round, slower (10690 x 16 x 3104: 30.4 against 26.0). FP8 not measured there.
+_INT8_NARROW = {"BM": 64, "CONSUMERS": 1, "STAGES": 6}
 
 
 Pick = tuple[str, dict[str, int]]
@@ -160,7 +167,10 @@ def _eight_bit_hopper(q: _Asked) -> Pick | None:
         # 11: 29 x 96 x 6592 16.2 us against 21.8, 2767 x 208 x 13616 43.3 against 52.6
         # (evidence/eight_bit_points_float8_seed11_164d90c.txt)
         cut = get_variant("wgmma_8bit_last_round")
-        return cut.name, {**cut.defaults, "BN": 128, "STAGES": 4}
+        params = {**cut.defaults, "BN": 128, "STAGES": 4}
+        if dtype == "int8" and tiles(64, 128) <= sms // 2:
+            params.update(_INT8_NARROW)
+        return cut.name, params
     if dtype in eight_bit.dtypes:  # the 8-bit rung on sm_90 (for FP8 elsewhere the plan
         # refuses it, naming what runs there); 128 x 256 tiles, 128 x 128 with 4 stages
         # where those leave SMs idle (at 4096^3, FP8: 0.95x torch._scaled_mm against 0.77x
@@ -172,6 +182,8 @@ def _eight_bit_hopper(q: _Asked) -> Pick | None:
         if (tiles(params["BM"], params["BN"]) < sms
                 or scale_vectors and k < SCALED_LONG_K):
             params.update(BN=128, STAGES=4)
+            if dtype == "int8" and tiles(64, 128) <= sms:
+                params.update(_INT8_NARROW)
         return eight_bit.name, params
     return None
 
