@@ -30,13 +30,14 @@ SKINNY_EIGHT_BIT = 16
 #: K from which an 8-bit product of few tiles (128 x 128 tiles for at most half the SMs)
 #: takes rung 25, its tiles cut along K: 48 of rung 18's 128-deep phases.
 CUT_TILES_K = 48 * 128
-#: int8 on rungs 18 and 25 where 64 x 128 tiles still fit in a round (rung 25: half of
-#: one): one m64 warpgroup a tile, six stages. On the int8 seeds 10 and 11 (fitted there;
-#: evidence/eight_bit_narrow_104e9a1.txt) 0.82-0.88x rung 18's or 25's time at 128 x 128
-#: over a long K of few tiles (84 x 384 x 12960 21.7 -> 18.2 us, 3528 x 64 x 10800 41.5
-#: -> 34.5) and on few rows (3 x 6368 x 4672 28.0 -> 22.5); where they fill more than a
-#: round, slower (10690 x 16 x 3104: 30.4 against 26.0). FP8 not measured there.
-_INT8_NARROW = {"BM": 64, "CONSUMERS": 1, "STAGES": 6}
+#: Rungs 18 and 25 where 64 x 128 tiles still fit in a round (rung 25: half of one): one
+#: m64 warpgroup a tile, six stages. Fitted on the int8 and FP8 (row and column scales)
+#: seeds 10 and 11 (evidence/eight_bit_narrow_104e9a1.txt, eight_bit_narrow_fp8_c31e3d3.txt):
+#: int8's 22 products moved at 0.851x their time, FP8's 43 at 0.887x; a long K over few
+#: tiles 0.80-0.84x (84 x 384 x 12960: 21.7 -> 18.2 us in int8), few rows 0.76-0.86x
+#: (3 x 6368 x 4672: 28.0 -> 22.5); where they fill more than a round, slower
+#: (10690 x 16 x 3104: 30.4 against 26.0).
+_NARROW_8BIT = {"BM": 64, "CONSUMERS": 1, "STAGES": 6}
 
 
 Pick = tuple[str, dict[str, int]]
@@ -168,8 +169,8 @@ def _eight_bit_hopper(q: _Asked) -> Pick | None:
         # (evidence/eight_bit_points_float8_seed11_164d90c.txt)
         cut = get_variant("wgmma_8bit_last_round")
         params = {**cut.defaults, "BN": 128, "STAGES": 4}
-        if dtype == "int8" and tiles(64, 128) <= sms // 2:
-            params.update(_INT8_NARROW)
+        if tiles(64, 128) <= sms // 2:
+            params.update(_NARROW_8BIT)
         return cut.name, params
     if dtype in eight_bit.dtypes:  # the 8-bit rung on sm_90 (for FP8 elsewhere the plan
         # refuses it, naming what runs there); 128 x 256 tiles, 128 x 128 with 4 stages
@@ -182,8 +183,8 @@ def _eight_bit_hopper(q: _Asked) -> Pick | None:
         if (tiles(params["BM"], params["BN"]) < sms
                 or scale_vectors and k < SCALED_LONG_K):
             params.update(BN=128, STAGES=4)
-            if dtype == "int8" and tiles(64, 128) <= sms:
-                params.update(_INT8_NARROW)
+            if tiles(64, 128) <= sms:
+                params.update(_NARROW_8BIT)
         return eight_bit.name, params
     return None
 
