@@ -82,7 +82,8 @@ def heuristic(m: int, n: int, k: int, dtype: str = "float32", cc: int = 90,
     ``mma_tf32``, and for float64 through ``dmma`` (the FP64 tensor cores) from sm_80;
     8-bit inputs (FP8, int8) ``wgmma_8bit`` on sm_90 (``scale_vectors``: a scale per
     row of A or per column of B, which take 128-column tiles below K = 1024; one 8-bit
-    product of few tiles and K >= ``CUT_TILES_K``: ``wgmma_8bit_last_round``), int8
+    product of few tiles and K >= ``CUT_TILES_K``: ``wgmma_8bit_last_round``; both at
+    64 x 128 tiles where those fit in a round, ``_NARROW_8BIT``), int8
     ``mma_int8`` before it and for small products (at most 2^18 outputs, K <= 1024),
     ``skinny`` for at most 16 rows or columns with K >= 16 times the other side;
     splitk for float32 outputs of few tiles with K >= 4096; for
@@ -111,6 +112,8 @@ def heuristic(m: int, n: int, k: int, dtype: str = "float32", cc: int = 90,
     >>> [heuristic(84, 384, k, dtype)[0] for dtype in ("int8", "float8_e4m3fn")
     ...  for k in (4096, 12960)]
     ['wgmma_8bit', 'wgmma_8bit_last_round', 'wgmma_8bit', 'wgmma_8bit_last_round']
+    >>> [heuristic(m, 384, 12960, "int8")[1]["BM"] for m in (84, 2816)]  # 6 or 66 tiles of 64
+    [64, 128]
     """
     asked = _Asked(m, n, k, dtype, cc, precision, sms, batch, a_row_major, scale_vectors)
     for rule in _RULES:
