@@ -50,6 +50,7 @@ POINTS = {
              ("mma_int8", {"BM": 64, "BN": 64, "WM": 32, "WN": 32, "STAGES": 4})),
 }
 
+#: Rungs 18 and 25 at 64 x 128 tiles (one consumer warpgroup), timed for both parts.
 NARROW = (("wgmma_8bit", {"BM": 64, "CONSUMERS": 1, "BN": 128, "STAGES": 4}),
           ("wgmma_8bit", {"BM": 64, "CONSUMERS": 1, "BN": 128, "STAGES": 6}),
           ("wgmma_8bit_last_round", {"BM": 64, "CONSUMERS": 1, "BN": 128, "STAGES": 6}))

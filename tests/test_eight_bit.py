@@ -488,9 +488,11 @@ def test_last_round_on_8_bit_operands(rng, pair, out_dtype):
 
     name = "wgmma_8bit_last_round"
     # 3 tiles in 8 pieces; 180 tiles, the last round's 48 in 2; 8 tiles of few columns
-    # in 8; 8 tiles too short to cut
+    # in 8, and 16 of one consumer warpgroup's 64 rows; 8 tiles too short to cut
+    narrow = {"BM": 64, "CONSUMERS": 1, "BN": 128, "STAGES": 6}
     for m, n, k, params in [(300, 200, 8192, {}), (2200, 1200, 1024, {"BN": 128, "STAGES": 4}),
-                            (1000, 16, 8192, {"BN": 128, "STAGES": 4}), (129, 1000, 100, {})]:
+                            (1000, 16, 8192, {"BN": 128, "STAGES": 4}), (1000, 16, 8192, narrow),
+                            (129, 1000, 100, {})]:
         kwargs = {}
         if out_dtype != "int32":
             kwargs = {"scale_a": rng.array((m,)) ** 2 + 0.5, "scale_b": rng.array((n,)) ** 2 + 0.5}

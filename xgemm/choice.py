@@ -112,7 +112,7 @@ def heuristic(m: int, n: int, k: int, dtype: str = "float32", cc: int = 90,
     >>> [heuristic(84, 384, k, dtype)[0] for dtype in ("int8", "float8_e4m3fn")
     ...  for k in (4096, 12960)]
     ['wgmma_8bit', 'wgmma_8bit_last_round', 'wgmma_8bit', 'wgmma_8bit_last_round']
-    >>> [heuristic(m, 384, 12960, "int8")[1]["BM"] for m in (84, 2816)]  # 6 or 66 tiles of 64
+    >>> [heuristic(m, 384, 12960, "int8")[1]["BM"] for m in (84, 2816)]  # 6 or 132 64 x 128 tiles
     [64, 128]
     """
     asked = _Asked(m, n, k, dtype, cc, precision, sms, batch, a_row_major, scale_vectors)

@@ -211,7 +211,7 @@ register(Variant(
     # SMs); 64 x 128 at rung 9's 8 x 8 thread tiles, for few tiles over a long K; and 32
     # rows (or columns) of 16-wide warp tiles for C of a few dozen: a 64-wide tile spends
     # half its multiplies or more on rows that are not there, and rung 20's 8 rows a block
-    # read B again for each 8 (docs/notes.md, stop 80)
+    # read B again for each 8 (docs/notes.md)
     candidates=[{"SPLITS": 4}, {"SPLITS": 8}, {"SPLITS": 16}, {"SPLITS": 32}, {"SPLITS": 64},
                 {"BN": 128, "WN": 64, "TM": 8, "SPLITS": 4},
                 {"BN": 128, "WN": 64, "TM": 8, "SPLITS": 16},

@@ -17,14 +17,16 @@ WGMMA_8BIT = dict(
        "template": "gemm/18_wgmma_8bit.cu.j2",
        "defaults": {"BM": 128, "BN": 256, "CONSUMERS": 2, "STAGES": 3, "GROUP": 8,
                     "TMA_STORE": 1, "SPREAD": 0},
-       # 64 x 128 tiles (one m64 warpgroup) for outputs of few columns or few tiles, with
-       # a deeper ring (a stage is 24 KiB there): 128 x 128 tiles over C of 16-64 columns
-       # leave most SMs idle. (BN stays a multiple of 128: rung 13's boxes are 128 bytes.)
+       # 64 x 128 tiles (one m64 warpgroup) with a deeper ring (a stage is 24 KiB there):
+       # over C of few columns or few tiles, twice the tiles of 128 x 128 keep twice the
+       # SMs streaming; over few rows, a tile multiplies half as many absent rows. (BN
+       # stays a multiple of 128: rung 13's boxes are 128 bytes.) Rung 29's FP8 walk
+       # inherits these constraints with a space of its own.
        "space": {"BM": [64, 128, 256], "BN": [128, 256], "CONSUMERS": [1, 2],
                  "STAGES": [3, 4, 6], "GROUP": [8], "TMA_STORE": [0, 1], "SPREAD": [0]},
        "constraints": [*WGMMA["constraints"],
                        "(CONSUMERS == 1) == (BM == 64)",
-                       "BM > 64 or BN == 128 and STAGES >= 4",
+                       "BM > 64 or (BN == 128 and STAGES >= 4)",
                        "STAGES < 6 or BM == 64"],
        # C staged as 16-bit values, whatever BYTES (1) says, and room in whole KiB for
        # its tile's row and column scales (staged where scale vectors meet 256 columns;
@@ -41,7 +43,9 @@ WGMMA_8BIT = dict(
 
 register(Variant(
     name="wgmma_8bit",
-    candidates=[{}, {"BN": 128, "STAGES": 4}],
+    # the points auto's rules take (xgemm.choice)
+    candidates=[{}, {"BN": 128, "STAGES": 4},
+                {"BM": 64, "CONSUMERS": 1, "BN": 128, "STAGES": 6}],
     adds="rung 14 on FP8 (e4m3, e5m2) or int8 operands: 32 values a 32-byte step, twice the"
          " 16-bit rate; both K-major; per-tensor, per-row and per-column scales in the epilogue",
     **WGMMA_8BIT,
