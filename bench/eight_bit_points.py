@@ -30,6 +30,11 @@ from xgemm.timing import scrub_pays, time_launches
 from xgemm.tools import generalisation
 from xgemm.tools.machine import measure_copy_bandwidth
 
+#: Rungs 18 and 25 at 64 x 128 tiles (one consumer warpgroup), timed for both parts.
+NARROW = (("wgmma_8bit", {"BM": 64, "CONSUMERS": 1, "BN": 128, "STAGES": 4}),
+          ("wgmma_8bit", {"BM": 64, "CONSUMERS": 1, "BN": 128, "STAGES": 6}),
+          ("wgmma_8bit_last_round", {"BM": 64, "CONSUMERS": 1, "BN": 128, "STAGES": 6}))
+
 #: (variant, parameters): rung 18 at its default 128 x 256 tiles, at 128 x 128 (3 or 4
 #: stages) and 256 x 128, C staged for a TMA store or not, and 64 x 128 (one consumer
 #: warpgroup; 4 or 6 stages); rung 25 (rung 18 with tiles cut along K) at 128 x 256,
@@ -40,21 +45,16 @@ POINTS = {
                ("wgmma_8bit", {"BN": 128, "STAGES": 4, "TMA_STORE": 0}),
                ("wgmma_8bit", {"BM": 256, "BN": 128, "STAGES": 3}),
                ("wgmma_8bit", {"TMA_STORE": 0}),
-               ("wgmma_8bit_last_round", {}), ("wgmma_8bit_last_round", {"BN": 128, "STAGES": 4})),
+               ("wgmma_8bit_last_round", {}), ("wgmma_8bit_last_round", {"BN": 128, "STAGES": 4}),
+               *NARROW),
     "int8": (("wgmma_8bit", {}), ("wgmma_8bit", {"BN": 128, "STAGES": 4}),
              ("wgmma_8bit", {"BM": 256, "BN": 128, "STAGES": 3}),
              ("wgmma_8bit", {"TMA_STORE": 0}),
              ("wgmma_8bit", {"BN": 128, "STAGES": 4, "TMA_STORE": 0}),
              ("wgmma_8bit_last_round", {}), ("wgmma_8bit_last_round", {"BN": 128, "STAGES": 4}),
              ("mma_int8", {}), ("mma_int8", {"BM": 64, "BN": 64, "WM": 32, "WN": 32}),
-             ("mma_int8", {"BM": 64, "BN": 64, "WM": 32, "WN": 32, "STAGES": 4})),
+             ("mma_int8", {"BM": 64, "BN": 64, "WM": 32, "WN": 32, "STAGES": 4}), *NARROW),
 }
-
-#: Rungs 18 and 25 at 64 x 128 tiles (one consumer warpgroup), timed for both parts.
-NARROW = (("wgmma_8bit", {"BM": 64, "CONSUMERS": 1, "BN": 128, "STAGES": 4}),
-          ("wgmma_8bit", {"BM": 64, "CONSUMERS": 1, "BN": 128, "STAGES": 6}),
-          ("wgmma_8bit_last_round", {"BM": 64, "CONSUMERS": 1, "BN": 128, "STAGES": 6}))
-POINTS = {part: points + NARROW for part, points in POINTS.items()}
 
 
 #: Rows (or columns) of C up to which rung 20's points are timed too.
