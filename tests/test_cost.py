@@ -290,16 +290,18 @@ RESULTS = Path(__file__).resolve().parent.parent / "bench" / "results" / "h100"
 
 
 @pytest.mark.parametrize("path", sorted(  # the 8-bit parts' picks are a rule's
-    p for p in RESULTS.glob("random_*_seed*.json")
-    if not p.stem.startswith(("random_float8", "random_int8"))), ids=lambda p: p.stem)
+    p for p in RESULTS.parent.glob("*/random_*_seed*.json")
+    if not p.stem.startswith(("random_float8", "random_int8"))),
+    ids=lambda p: f"{p.parent.name}/{p.stem}")
 def test_published_random_rows_were_picked_by_the_shipped_model(path, monkeypatch, tmp_path):
-    """Each published row's pick is the one auto makes now (no GPU: the H100's properties
-    stood in): results and calibration agree, or the results must be measured again."""
+    """Each published row's pick is the one auto makes now (no GPU: the properties of the
+    GPU the file ran on stood in): results and calibration agree, or the results must be
+    measured again."""
     from xgemm import gpu, ranking
 
     data = json.loads(path.read_text())
-    h100 = gpu.stand_in(data["machine"])
-    monkeypatch.setattr(gpu, "properties", lambda device: h100)
+    measured_on = gpu.stand_in(data["machine"])
+    monkeypatch.setattr(gpu, "properties", lambda device: measured_on)
     monkeypatch.setenv("XGEMM_TUNE_CACHE", str(tmp_path / "tuned.json"))
     monkeypatch.delenv("XGEMM_CALIBRATION", raising=False)
     dtype, precision = generalisation.PARTS[data["part"]]

@@ -159,10 +159,11 @@ def test_imports_without_cupy():
     assert out.stdout.strip() == "ok", out.stderr
 
 
-def test_readme_agrees_with_the_results():
-    diff = report.check(REPO / "README.md", REPO / "bench" / "results" / "h100")
-    assert diff == "", "README.md differs from bench/results/h100: run `xgemm report " \
-                       f"--write`\n{diff}"
+@pytest.mark.parametrize("page, gpu", [("README.md", "h100"), ("docs/h200.md", "h200")])
+def test_published_page_agrees_with_its_results(page, gpu):
+    diff = report.check(REPO / page, REPO / "bench" / "results" / gpu)
+    assert diff == "", f"{page} differs from bench/results/{gpu}: run `xgemm report " \
+                       f"--results bench/results/{gpu} --readme {page} --write`\n{diff}"
 
 
 def test_suite_table_per_case_and_geometric_mean(tmp_path: Path):

@@ -432,16 +432,17 @@ def run_plot(args: argparse.Namespace) -> int:
 def run_report(args: argparse.Namespace) -> int:
     from . import report
 
+    readme = args.readme or "README.md"
     if args.check:
         diff = report.check(args.readme, args.results)
         if diff:
             print(diff, end="")
-            print("README.md differs from the results: run `xgemm report --write`",
+            print(f"{readme} differs from the results: run `xgemm report --write`",
                   file=sys.stderr)
         return 1 if diff else 0
     if args.write:
         changed = report.write(args.readme, args.results)
-        print("README.md rewritten" if changed else "README.md already agrees with the results")
+        print(f"{readme} rewritten" if changed else f"{readme} already agrees with the results")
         return 0
     regions = report.render(report.load(args.results or report.REPO / report.RESULTS),
                             Path(args.readme).parent if args.readme else report.REPO)
