@@ -1,16 +1,17 @@
 """The same suites measured on two GPUs, read from result files without a GPU: for each
 file name found in both directories (a random seed, the models suite, a suite part), the
 geometric means of auto's whole call and kernel against cuBLAS on each GPU, how many rows
-auto picked the same variant and parameters for, and how much faster cuBLAS's kernel ran
-on the second GPU (its time on the first over its time on the second, a geometric mean:
-above 1, the second is faster).
-Files in one directory only are listed with their own summary.
+auto picked the same variant and parameters for, how much faster cuBLAS's kernel ran on
+the second GPU (its time on the first over its time on the second, a geometric mean:
+above 1, the second is faster), and the commit each file ran on. Files in one directory
+only are listed with their own summary. ``--under X`` then lists the second directory's
+random rows under X times cuBLAS a call.
 
-It answers whether the shipped calibration, fitted on one GPU, carries to another: the
-picks are the calibration's (the same code on both), so the ratios say whether they
-still serve there.
+Where both files ran on the same commit, the picks are the same code's, and the ratios
+say whether a calibration fitted on the first GPU still serves on the second; where the
+commits differ, a changed pick may be the code's change, not the GPU's.
 
-    python bench/compare_gpus.py bench/results/h100 bench/results/h200
+    python bench/compare_gpus.py bench/results/h100 bench/results/h200 --under 0.6
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import argparse
 import json
 import math
 from pathlib import Path
+from typing import Any
 
 
 def geomean(values: list[float]) -> float:
@@ -30,19 +32,28 @@ def geomean(values: list[float]) -> float:
     return math.exp(sum(map(math.log, values)) / len(values)) if values else math.nan
 
 
-def rows_of(path: Path) -> dict[str, dict] | None:
-    """A suite file's measured rows by case (None for a file without rows)."""
+def load(path: Path) -> tuple[str, dict[str, dict[str, Any]]] | None:
+    """A suite file's commit and its measured rows by name and case (None for a file that
+    holds no suite rows, or none measured)."""
     data = json.loads(path.read_text())
     rows = data.get("rows", data.get("suite"))
-    if not isinstance(rows, list) or not rows or "x_call" not in rows[0]:
+    if not isinstance(rows, list):
         return None
-    return {f"{r.get('name', '')} {r['case']}": r for r in rows if r.get("status") == "ok"}
+    measured = [r for r in rows if r.get("status") == "ok" and "x_call" in r]
+    by_case = {f"{r.get('name', '')} {r['case']}": r for r in measured}
+    if len(by_case) != len(measured):
+        raise ValueError(f"{path}: two measured rows share a name and case")
+    return (data.get("machine", {}).get("commit", "?"), by_case) if by_case else None
+
+
+def pick(row: dict[str, Any]) -> tuple[str, Any]:
+    """What auto ran: the variant and its parameters."""
+    return row["variant"], row.get("params")
 
 
 def compare(first: dict[str, dict], second: dict[str, dict]) -> dict[str, float | int]:
     """Summaries of two measurements of one file's cases, on the cases both measured."""
     both = sorted(set(first) & set(second))
-    pick = lambda r: (r["variant"], r.get("params"))  # noqa: E731
     return {
         "cases": len(both),
         "same_pick": sum(pick(first[c]) == pick(second[c]) for c in both),
@@ -59,30 +70,46 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("first", type=Path, help="one GPU's results directory")
     parser.add_argument("second", type=Path, help="the other GPU's results directory")
+    parser.add_argument("--under", type=float, help="list the second directory's random "
+                        "rows under this many times cuBLAS a call")
     args = parser.parse_args()
     names = sorted({p.name for d in (args.first, args.second) for p in d.glob("*.json")})
-    print(f"{'file':34} {'cases':>5} {'same':>5} {'call x':>13} {'kernel x':>13} "
-          f"{'cuBLAS':>7}")
-    print(f"{'':34} {'':>5} {'pick':>5} {'1st':>6} {'2nd':>6} {'1st':>6} {'2nd':>6} "
-          f"{'1st/2nd':>7}")
+    print(f"{'file':26} {'cases':>5} {'same':>5} {'call x':>13} {'kernel x':>13} "
+          f"{'cuBLAS':>7}  commits")
+    print(f"{'':26} {'':>5} {'pick':>5} {'1st':>6} {'2nd':>6} {'1st':>6} {'2nd':>6} "
+          f"{'1st/2nd':>7}  1st / 2nd")
     for name in names:
-        first, second = (rows_of(d / name) if (d / name).exists() else None
+        first, second = (load(d / name) if (d / name).exists() else None
                          for d in (args.first, args.second))
         if first is None and second is None:
             continue
         if first is None or second is None:
-            only = first or second
-            where = 1 if first else 2
-            call = geomean([r["x_call"] for r in only.values()])
-            kernel = geomean([r["x_kernel"] for r in only.values()])
-            print(f"{name[:-5]:34} {len(only):5} {'-':>5} "
-                  + (f"{call:6.3f} {'-':>6} {kernel:6.3f} {'-':>6}" if where == 1 else
-                     f"{'-':>6} {call:6.3f} {'-':>6} {kernel:6.3f}") + f" {'-':>7}")
+            commit, rows = first or second
+            call = f"{geomean([r['x_call'] for r in rows.values()]):6.3f}"
+            kernel = f"{geomean([r['x_kernel'] for r in rows.values()]):6.3f}"
+            calls, kernels = ((call, "-"), (kernel, "-")) if first else (("-", call),
+                                                                          ("-", kernel))
+            commits = f"{commit} / -" if first else f"- / {commit}"
+            print(f"{name[:-5]:26} {len(rows):5} {'-':>5} {calls[0]:>6} {calls[1]:>6} "
+                  f"{kernels[0]:>6} {kernels[1]:>6} {'-':>7}  {commits}")
             continue
-        s = compare(first, second)
-        print(f"{name[:-5]:34} {s['cases']:5} {s['same_pick']:5} {s['call_first']:6.3f} "
+        s = compare(first[1], second[1])
+        print(f"{name[:-5]:26} {s['cases']:5} {s['same_pick']:5} {s['call_first']:6.3f} "
               f"{s['call_second']:6.3f} {s['kernel_first']:6.3f} {s['kernel_second']:6.3f} "
-              f"{s['cublas_speedup']:7.3f}")
+              f"{s['cublas_speedup']:7.3f}  {first[0]} / {second[0]}")
+    if args.under is None:
+        return
+    print(f"\nRandom rows of {args.second} under {args.under}x cuBLAS a call "
+          "(regret: auto's kernel over the fastest candidate's, '-' where not measured)")
+    for path in sorted(args.second.glob("random_*.json")):
+        loaded = load(path)
+        for row in (loaded[1].values() if loaded else ()):
+            if row["x_call"] < args.under:
+                regret = f"{row['regret']:.2f}" if row.get("regret") else "-"
+                print(f"{path.stem:26} {row['case']:18} {row['variant']:14} "
+                      f"copies {','.join(row.get('copies') or []) or '-':4} "
+                      f"call {row['x_call']:.2f} kernel {row['x_kernel']:.2f} "
+                      f"regret {regret}")
 
 
 if __name__ == "__main__":

@@ -286,11 +286,12 @@ def test_the_summary_is_geometric_means_and_extremes():
     assert generalisation.summary([])["geomean_regret"] is None
 
 
-RESULTS = Path(__file__).resolve().parent.parent / "bench" / "results" / "h100"
+RESULTS_ROOT = Path(__file__).resolve().parent.parent / "bench" / "results"
+RESULTS = RESULTS_ROOT / "h100"
 
 
 @pytest.mark.parametrize("path", sorted(  # the 8-bit parts' picks are a rule's
-    p for p in RESULTS.parent.glob("*/random_*_seed*.json")
+    p for p in RESULTS_ROOT.glob("*/random_*_seed*.json")
     if not p.stem.startswith(("random_float8", "random_int8"))),
     ids=lambda p: f"{p.parent.name}/{p.stem}")
 def test_published_random_rows_were_picked_by_the_shipped_model(path, monkeypatch, tmp_path):

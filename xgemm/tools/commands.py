@@ -437,7 +437,9 @@ def run_report(args: argparse.Namespace) -> int:
         diff = report.check(args.readme, args.results)
         if diff:
             print(diff, end="")
-            print(f"{readme} differs from the results: run `xgemm report --write`",
+            where = "".join(f" --{flag} {value}" for flag, value in
+                            (("results", args.results), ("readme", args.readme)) if value)
+            print(f"{readme} differs from the results: run `xgemm report{where} --write`",
                   file=sys.stderr)
         return 1 if diff else 0
     if args.write:
