@@ -17,25 +17,20 @@ commits differ, a changed pick may be the code's change, not the GPU's.
 from __future__ import annotations
 
 import argparse
-import json
-import math
+import sys
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-def geomean(values: list[float]) -> float:
-    """The geometric mean of positive values (nan for none).
-
-    >>> round(geomean([1.0, 4.0]), 6)
-    2.0
-    """
-    return math.exp(sum(map(math.log, values)) / len(values)) if values else math.nan
+from xgemm.tools.bench import load_json  # noqa: E402
+from xgemm.tools.generalisation import geomean  # noqa: E402
 
 
 def load(path: Path) -> tuple[str, dict[str, dict[str, Any]]] | None:
     """A suite file's commit and its measured rows by name and case (None for a file that
     holds no suite rows, or none measured)."""
-    data = json.loads(path.read_text())
+    data = load_json(path)
     rows = data.get("rows", data.get("suite"))
     if not isinstance(rows, list):
         return None
@@ -51,7 +46,8 @@ def pick(row: dict[str, Any]) -> tuple[str, Any]:
     return row["variant"], row.get("params")
 
 
-def compare(first: dict[str, dict], second: dict[str, dict]) -> dict[str, float | int]:
+def compare(first: dict[str, dict], second: dict[str, dict]
+            ) -> dict[str, float | int | None]:
     """Summaries of two measurements of one file's cases, on the cases both measured."""
     both = sorted(set(first) & set(second))
     return {
@@ -64,6 +60,11 @@ def compare(first: dict[str, dict], second: dict[str, dict]) -> dict[str, float 
         "cublas_speedup": geomean([first[c]["cublas_ms"] / second[c]["cublas_ms"]
                                    for c in both]),
     }
+
+
+def number(value: float | None, width: int = 6) -> str:
+    """A ratio to three places, '-' where there is none."""
+    return f"{value:{width}.3f}" if value is not None else f"{'-':>{width}}"
 
 
 def main() -> None:
@@ -85,8 +86,8 @@ def main() -> None:
             continue
         if first is None or second is None:
             commit, rows = first or second
-            call = f"{geomean([r['x_call'] for r in rows.values()]):6.3f}"
-            kernel = f"{geomean([r['x_kernel'] for r in rows.values()]):6.3f}"
+            call = number(geomean([r["x_call"] for r in rows.values()]))
+            kernel = number(geomean([r["x_kernel"] for r in rows.values()]))
             calls, kernels = ((call, "-"), (kernel, "-")) if first else (("-", call),
                                                                           ("-", kernel))
             commits = f"{commit} / -" if first else f"- / {commit}"
@@ -94,9 +95,10 @@ def main() -> None:
                   f"{kernels[0]:>6} {kernels[1]:>6} {'-':>7}  {commits}")
             continue
         s = compare(first[1], second[1])
-        print(f"{name[:-5]:26} {s['cases']:5} {s['same_pick']:5} {s['call_first']:6.3f} "
-              f"{s['call_second']:6.3f} {s['kernel_first']:6.3f} {s['kernel_second']:6.3f} "
-              f"{s['cublas_speedup']:7.3f}  {first[0]} / {second[0]}")
+        ratios = " ".join(number(s[key]) for key in ("call_first", "call_second",
+                                                     "kernel_first", "kernel_second"))
+        print(f"{name[:-5]:26} {s['cases']:5} {s['same_pick']:5} {ratios} "
+              f"{number(s['cublas_speedup'], 7)}  {first[0]} / {second[0]}")
     if args.under is None:
         return
     print(f"\nRandom rows of {args.second} under {args.under}x cuBLAS a call "
