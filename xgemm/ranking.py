@@ -236,6 +236,8 @@ def ranked(mats: tuple, layouts: list, read: list, copyable: list, shapes: Shape
                 > MAX_WORKSPACE_BYTES):
             return None
         shape = priced_copies(v, p, mats, layouts, read, copyable, shapes, sms)
+        if v.auto_aligned and cost.narrow_path(v, shape, mats[0].itemsize):
+            return None  # its narrow path, which a later rung runs faster
         readable = (v.a_layouts, v.b_layouts)
         if any(("col" if x == "T" else "row") not in r for x, r in zip(shape.layout, readable,
                                                                         strict=True)):

@@ -92,8 +92,10 @@ class Variant:
     #: Whether its template's ``<kernel_name>_sum`` sums the partials into C after it.
     sum_pass: bool = False
     #: Boolean specialisations picked per call from the operands: "aligned" (groups of
-    #: four elements), "aligned16" (groups of 16 bytes); see ``xgemm.plan``.
+    #: four elements), "aligned16" (groups of 16 bytes); see ``xgemm.plan``. ``auto_aligned``:
+    #: the cost model prices it only where the rows' extents make them hold (``cost.narrow_path``).
     flags: tuple[str, ...] = ()
+    auto_aligned: bool = False
     #: The oldest GPU it runs on, as compute capability x 10 (80: sm_80, Ampere).
     min_cc: int = 0
     #: The one NVRTC target it must be built for ("sm_90a": wgmma and setmaxnreg exist only
@@ -420,15 +422,13 @@ class Variant:
         for operand, col, layouts in zip("AB", (spec.a_col, spec.b_col),
                                          self.layouts(spec.dtype), strict=True):
             if ("col" if col else "row") not in layouts:
-                raise ValueError(
-                    f"variant {self.name!r} reads {operand} {' or '.join(layouts)}-major only"
-                )
+                raise ValueError(f"variant {self.name!r} reads {operand} "
+                                 f"{' or '.join(layouts)}-major only")
         check_spec(spec)
         flags = dict(spec.flags)
         if set(flags) != set(self.flags):
-            raise ValueError(
-                f"variant {self.name!r} takes the flags {list(self.flags)}, got {sorted(flags)}"
-            )
+            raise ValueError(f"variant {self.name!r} takes the flags {list(self.flags)}, "
+                             f"got {sorted(flags)}")
         b_dtype = spec.b_dtype or spec.dtype
         dtype = DTYPES[spec.dtype]
         return render(self.template, kernel_name=self.kernel_name, dtype=dtype.cuda,
@@ -451,9 +451,10 @@ def register(variant: Variant) -> Variant:
         if name not in variant.space:
             raise ValueError(f"variant {variant.name!r}: parameter {name} has no sweep space")
         if default not in variant.space[name]:
-            raise ValueError(
-                f"variant {variant.name!r}: default {name}={default} is not in its space"
-            )
+            raise ValueError(f"variant {variant.name!r}: default {name}={default} is not "
+                             "in its space")
+    if variant.auto_aligned and not variant.flags:
+        raise ValueError(f"variant {variant.name!r}: auto_aligned names no alignment flags")
     family[variant.name] = variant
     return variant
 
@@ -495,6 +496,5 @@ def get_variant(name: str, family: str = "gemm") -> Variant:
         close = difflib.get_close_matches(str(name), names, n=3, cutoff=0.4)
         hint = f"did you mean {' or '.join(repr(c) for c in close)}? " if close else ""
         what = "variant" if family == "gemm" else f"{family} variant"
-        raise ValueError(
-            f"unknown {what} {name!r}: {hint}the variants are {', '.join(names)}"
-        ) from None
+        raise ValueError(f"unknown {what} {name!r}: {hint}the variants are "
+                         f"{', '.join(names)}") from None
