@@ -169,7 +169,7 @@ def test_published_page_agrees_with_its_results(page, gpu):
 def test_the_published_gpu_comparison_is_what_the_script_prints():
     """bench/compare_gpus.py over both GPUs' files prints the evidence file under its
     header line, so a result measured again shows where the comparison is stale."""
-    evidence = REPO / "bench" / "results" / "h200" / "evidence" / "h100_vs_h200_8d229e1.txt"
+    evidence = REPO / "bench" / "results" / "h200" / "evidence" / "h100_vs_h200.txt"
     out = subprocess.run([sys.executable, "bench/compare_gpus.py", "bench/results/h100",
                           "bench/results/h200", "--under", "0.6"], capture_output=True,
                          text=True, cwd=REPO, check=True)
