@@ -30,8 +30,21 @@ def cheapest(m, n, k, dtype="float16", precision=None, layout="NN", batch=1, cc=
     return call, v, p
 
 
-def test_every_candidate_is_a_valid_point_with_constants_and_every_constant_a_candidate():
-    cal = cost.calibration()
+#: Candidates added after a GPU's calibration was fitted, which no run there has timed
+#: since: priced on that GPU from their nearest measured neighbours (cost.estimate_near).
+UNMEASURED = {"h100.json": {
+    f"skinny_ring:{side}{point}" for side in ("", "FEW_COLUMNS=1,") for point in (
+        "STAGES=2", "SPLITS=4,STAGES=2", "SPLITS=8,STAGES=2", "SPLITS=4,STAGES=2,WARPS=2")}
+    | {f"skinny_ring:BM=16,{side}{point}" for side in ("", "FEW_COLUMNS=1,")
+       for point in ("STAGES=2", "SPLITS=4,STAGES=2")}}
+
+
+@pytest.mark.parametrize("path", sorted(cost.CALIBRATION_DIR.glob("*.json")),
+                         ids=lambda p: p.name)
+def test_every_candidate_is_a_valid_point_with_constants_and_every_constant_a_candidate(path):
+    """Each shipped calibration prices every point auto weighs (but those its GPU has not
+    timed since they were added, listed above) and nothing else."""
+    cal = cost.Calibration.from_json(json.loads(path.read_text()))
     for dtype, precision, key in (("float16", None, "16-bit"), ("float32", None, "float32"),
                                   ("float64", None, "float64"), ("float32", "tf32", "tf32")):
         points = cost.candidates(dtype, precision, 90)
@@ -40,9 +53,9 @@ def test_every_candidate_is_a_valid_point_with_constants_and_every_constant_a_ca
         for table in (cal.points[key], cal.blocks[key]):
             assert set(table) <= weighed, set(table) - weighed
         if precision is None:  # TF32's mma_tf32 had too few samples (NT shapes) to fit
-            for v, p in points:
-                assert v.resolve(p, dtype) == p
-                assert cost.point_key(v.name, p) in cal.points[key], (v.name, p)
+            assert all(v.resolve(p, dtype) == p for v, p in points)
+            missing = weighed - set(cal.points[key])
+            assert missing == (UNMEASURED.get(path.name, set()) if key == "16-bit" else set())
     assert "wgmma_tf32:" in cal.points["tf32"]
 
 

@@ -75,11 +75,13 @@ import functools
 import json
 import math
 import os
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from . import gpu
 from .expressions import cdiv
 from .registry import Variant, get_variant, variants
 from .specs import DTYPES
@@ -348,9 +350,46 @@ def _load(path: str) -> Calibration:
     return Calibration.from_json(json.loads(Path(path).read_text()))
 
 
+@functools.cache
+def shipped_calibration(gpu_name: str) -> Path:
+    """The shipped calibration file of the GPU named ``gpu_name``: the one named after its
+    model where one was fitted there (``h200.json`` for an "NVIDIA H200"), else the H100's.
+
+    >>> shipped_calibration("NVIDIA H100 80GB HBM3").name
+    'h100.json'
+    >>> shipped_calibration("NVIDIA A10G").name
+    'h100.json'
+    """
+    model = re.search(r"\b([A-Z]\d{2,3})\b", gpu_name)
+    own = CALIBRATION_DIR / f"{model.group(1).lower()}.json" if model else None
+    return own if own is not None and own.exists() else CALIBRATION_DIR / "h100.json"
+
+
+def _gpu_in_use() -> str:
+    """The current CUDA device's name ("" where none can be asked: planning offline)."""
+    try:
+        import cupy
+
+        device = cupy.cuda.runtime.getDevice()
+    except Exception:  # no driver: a stand-in for gpu.properties may still answer
+        device = 0
+    return _name_of(gpu.properties, device)
+
+
+@functools.cache
+def _name_of(properties: Any, device: int) -> str:
+    """``properties(device).name``, "" where it cannot be read (keyed by the function too:
+    a stand-in installed for planning offline is asked afresh)."""
+    try:
+        return properties(device).name
+    except Exception:
+        return ""
+
+
 def calibration() -> Calibration:
-    """The calibration in use: ``$XGEMM_CALIBRATION``'s file, else the shipped H100's."""
-    return _load(os.environ.get(CALIBRATION_ENV) or str(CALIBRATION_DIR / "h100.json"))
+    """The calibration in use: ``$XGEMM_CALIBRATION``'s file, else the one shipped for the
+    GPU in use (:func:`shipped_calibration`)."""
+    return _load(os.environ.get(CALIBRATION_ENV) or str(shipped_calibration(_gpu_in_use())))
 
 
 def constants(name: str, params: Mapping[str, int], dtype: str,

@@ -190,7 +190,9 @@ register(Variant(
     # where 2 leave most SMs idle (47 x 18 x 11554: 17 us against 28 at 2); four
     # fragments, so that 17 to 32 rows read the big operand once (docs/notes.md); and, for
     # each side, more warps an SM than one 4-warp block with its 4-stage ring: 8 warps of
-    # 3 stages, or three blocks of a 2-stage ring (17-96 rows over a long K: docs/ladder.md)
+    # 3 stages, or three blocks of a 2-stage ring (17-96 rows over a long K: docs/ladder.md);
+    # and where a line is not whole 16-byte groups, a 2-stage ring: its copies and their
+    # realignment cost issue slots, and more blocks an SM hide them (docs/notes.md)
     candidates=[{}, {"SPLITS": 4}, {"SPLITS": 8}, {"SPLITS": 16}, {"WARPS": 8, "STAGES": 3},
                 {"BM": 16}, {"BM": 16, "SPLITS": 8}, {"BM": 32}, {"FEW_COLUMNS": 1},
                 {"FEW_COLUMNS": 1, "SPLITS": 16}, {"FEW_COLUMNS": 1, "WARPS": 8, "STAGES": 3},
@@ -198,7 +200,10 @@ register(Variant(
                 {"FEW_COLUMNS": 1, "BM": 32},
                 *({**side, **p} for side in ({}, {"FEW_COLUMNS": 1}) for p in (
                     {"BM": 16, "WARPS": 8, "STAGES": 3, "SPLITS": 8},
-                    {"BM": 32, "WARPS": 8, "STAGES": 3}, {"BM": 32, "STAGES": 2, "SPLITS": 8}))],
+                    {"BM": 32, "WARPS": 8, "STAGES": 3}, {"BM": 32, "STAGES": 2, "SPLITS": 8},
+                    {"STAGES": 2}, {"STAGES": 2, "SPLITS": 4}, {"STAGES": 2, "SPLITS": 8},
+                    {"WARPS": 2, "STAGES": 2, "SPLITS": 4}, {"BM": 16, "STAGES": 2},
+                    {"BM": 16, "STAGES": 2, "SPLITS": 4}))],
 ))
 
 # Rung 23: products over a few k's, stored as aligned 16-byte chunks whatever C's rows.
