@@ -59,6 +59,22 @@ def test_every_candidate_is_a_valid_point_with_constants_and_every_constant_a_ca
     assert "wgmma_tf32:" in cal.points["tf32"]
 
 
+@pytest.mark.parametrize("name, shipped", [("NVIDIA H200", "NVIDIA H200"),
+                                            ("NVIDIA H100 80GB HBM3", "NVIDIA H100 80GB HBM3"),
+                                            ("NVIDIA A100-SXM4-80GB", "NVIDIA H100 80GB HBM3")])
+def test_the_calibration_in_use_is_the_one_fitted_on_the_gpus_model(monkeypatch, name, shipped):
+    """auto prices with the calibration shipped for the GPU in use, else the H100's; and
+    $XGEMM_CALIBRATION overrides both."""
+    from xgemm import gpu
+
+    monkeypatch.delenv("XGEMM_CALIBRATION", raising=False)
+    found = gpu.stand_in({"gpu": name})
+    monkeypatch.setattr(gpu, "properties", lambda device: found)
+    assert cost.calibration().gpu == shipped
+    monkeypatch.setenv("XGEMM_CALIBRATION", str(cost.CALIBRATION_DIR / "h100.json"))
+    assert cost.calibration().gpu == "NVIDIA H100 80GB HBM3"
+
+
 @pytest.mark.parametrize("dtype", ["float16", "float32", "float64"])
 @pytest.mark.parametrize("axis", [0, 1, 2])
 def test_estimates_grow_with_each_dimension(dtype, axis):

@@ -490,6 +490,13 @@ def run_calibrate(args: argparse.Namespace) -> int:
     data["fitted_on"] = [os.path.basename(p) for p in
                          (*args.json, args.copies, args.copies_sampled, args.host) if p]
     data["rms_log_error"] = errors
+    if args.others_from:  # the dtype keys these files did not time, as another GPU fitted them
+        with open(args.others_from) as f:
+            other = json.load(f)
+        for key in sorted(set(other["points"]) - set(data["points"])):
+            for table in ("points", "blocks", "rms_log_error"):
+                data[table][key] = other[table].get(key, {})
+            data["fitted_on"].append(f"{key}: {os.path.basename(args.others_from)}'s constants")
     _write_json(args.out, data)
     fitted = sum(len(points) for points in cal.points.values())
     print(f"{fitted} candidates fitted from {len(rows)} rows -> {args.out}")
