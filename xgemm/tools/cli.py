@@ -139,10 +139,10 @@ def parser() -> argparse.ArgumentParser:
                                 "suite files' padded times include, where a faster copy has "
                                 "replaced it since: candidates are fitted with these, and the "
                                 "calibration prices copies with --copies'")
-    calibrate.add_argument("--others-from",
-                           help="a calibration file whose constants to keep for the dtype keys "
-                                "the suite files do not time (fitted on another GPU: named so "
-                                "in fitted_on)")
+    calibrate.add_argument("--add-to",
+                           help="a calibration file to extend: only the points it has no "
+                                "constants for are fitted (with its bandwidth and copies) and "
+                                "added; the rest is kept (a GPU's new candidates, timed there)")
     calibrate.add_argument("--host",
                            help="the host's time a call and a copy's launch adds, from this "
                                 "file, written by bench/host_costs.py (default: none: calls "
