@@ -24,7 +24,6 @@ from .cost import (
     point_key,
     predict,
     ragged_rows,
-    registers_of,
     row_bytes,
     work,
 )
@@ -248,6 +247,20 @@ def fit(rows: Iterable[Mapping[str, Any]], gpu: str, sms: int, bandwidth: float,
     return cal, errors
 
 
+def registers_of(v: Variant, params: Mapping[str, int], dtype: str, arch: str = "sm_90"
+                 ) -> int:
+    """Registers a thread of ``v`` at ``params`` takes, from an offline NVRTC build (no GPU)
+    of its first layouts and plain epilogue."""
+    from .compile import compile_offline
+    from .specs import Spec
+
+    flags = tuple(sorted((f, True) for f in v.flags))
+    spec = Spec(dtype, v.a_layouts[0] == "col", v.b_layouts[0] == "col", flags=flags)
+    report = compile_offline(v.source(params, spec), v.target or arch,
+                             name=f"{v.kernel_name}.cu")
+    return report.registers
+
+
 def occupancies(rows: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, int]]:
     """Blocks per SM of every candidate the rows timed that ``auto`` weighs (:func:`weighed`),
     by dtype key and ``point_key``: its registers from an offline build (two at a time), its
@@ -321,3 +334,27 @@ def _refit_step(c: Constants, samples: Sequence[Sample], cal: Calibration) -> fl
                    for w, s, t in samples)
 
     return min(_FINE_STEP_GRID, key=error)
+
+
+def extended(base: dict[str, Any], fitted: dict[str, Any], name: str) -> dict[str, Any]:
+    """Calibration ``base`` (a file's JSON, named ``name``) with the points ``fitted`` has
+    and it lacks, for ``fitted``'s GPU: every other constant of ``base`` (copies, host, the
+    points it prices) kept; ``fitted_on`` says which came from where.
+
+    >>> base = {"gpu": "A", "points": {"16-bit": {"x:": 1}}, "blocks": {}, "rms_log_error": {},
+    ...         "fitted_on": ["a.json"]}
+    >>> new = {"gpu": "B", "points": {"16-bit": {"x:": 2, "y:": 3}}, "blocks": {},
+    ...        "rms_log_error": {}, "fitted_on": ["b.json"]}
+    >>> out = extended(base, new, "base.json")
+    >>> out["gpu"], out["points"]["16-bit"], out["fitted_on"][1]
+    ('B', {'x:': 1, 'y:': 3}, 'the points base.json lacks: b.json')
+    """
+    for key, points in fitted["points"].items():
+        for point in sorted(set(points) - set(base["points"].get(key, {}))):
+            for table in ("points", "blocks", "rms_log_error"):
+                if point in fitted[table].get(key, {}):
+                    base[table].setdefault(key, {})[point] = fitted[table][key][point]
+    base["gpu"] = fitted["gpu"]
+    base["fitted_on"] = ([f"{name}: {x}" for x in base["fitted_on"]]
+                         + [f"the points {name} lacks: {x}" for x in fitted["fitted_on"]])
+    return base

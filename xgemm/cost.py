@@ -75,7 +75,6 @@ import functools
 import json
 import math
 import os
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -196,20 +195,6 @@ def blocks_per_sm(v: Variant, params: Mapping[str, int], dtype: str,
         per_warp = -(-registers * 32 // 256) * 256
         limit = min(limit, SM_REGISTERS // (per_warp * -(-threads // 32)))
     return max(1, limit)
-
-
-def registers_of(v: Variant, params: Mapping[str, int], dtype: str, arch: str = "sm_90"
-                 ) -> int:
-    """Registers a thread of ``v`` at ``params`` takes, from an offline NVRTC build (no GPU)
-    of its first layouts and plain epilogue."""
-    from .compile import compile_offline
-    from .specs import Spec
-
-    flags = tuple(sorted((f, True) for f in v.flags))
-    spec = Spec(dtype, v.a_layouts[0] == "col", v.b_layouts[0] == "col", flags=flags)
-    report = compile_offline(v.source(params, spec), v.target or arch,
-                             name=f"{v.kernel_name}.cu")
-    return report.registers
 
 
 @dataclass(frozen=True)
@@ -355,41 +340,17 @@ def shipped_calibration(gpu_name: str) -> Path:
     """The shipped calibration file of the GPU named ``gpu_name``: the one named after its
     model where one was fitted there (``h200.json`` for an "NVIDIA H200"), else the H100's.
 
-    >>> shipped_calibration("NVIDIA H100 80GB HBM3").name
-    'h100.json'
     >>> shipped_calibration("NVIDIA A10G").name
     'h100.json'
     """
-    model = re.search(r"\b([A-Z]\d{2,3})\b", gpu_name)
-    own = CALIBRATION_DIR / f"{model.group(1).lower()}.json" if model else None
-    return own if own is not None and own.exists() else CALIBRATION_DIR / "h100.json"
-
-
-def _gpu_in_use() -> str:
-    """The current CUDA device's name ("" where none can be asked: planning offline)."""
-    try:
-        import cupy
-
-        device = cupy.cuda.runtime.getDevice()
-    except Exception:  # no driver: a stand-in for gpu.properties may still answer
-        device = 0
-    return _name_of(gpu.properties, device)
-
-
-@functools.cache
-def _name_of(properties: Any, device: int) -> str:
-    """``properties(device).name``, "" where it cannot be read (keyed by the function too:
-    a stand-in installed for planning offline is asked afresh)."""
-    try:
-        return properties(device).name
-    except Exception:
-        return ""
+    own = CALIBRATION_DIR / f"{gpu.model(gpu_name).lower() or 'h100'}.json"
+    return own if own.exists() else CALIBRATION_DIR / "h100.json"
 
 
 def calibration() -> Calibration:
     """The calibration in use: ``$XGEMM_CALIBRATION``'s file, else the one shipped for the
     GPU in use (:func:`shipped_calibration`)."""
-    return _load(os.environ.get(CALIBRATION_ENV) or str(shipped_calibration(_gpu_in_use())))
+    return _load(os.environ.get(CALIBRATION_ENV) or str(shipped_calibration(gpu.name_in_use())))
 
 
 def constants(name: str, params: Mapping[str, int], dtype: str,

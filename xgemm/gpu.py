@@ -4,6 +4,8 @@ once per device."""
 from __future__ import annotations
 
 import functools
+import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 
@@ -98,3 +100,39 @@ def multiprocessors(device: int) -> int:
 def gpu_name(device: int) -> str:
     """GPU ``device``'s name, as the tuning file keys it ("NVIDIA H100 80GB HBM3")."""
     return properties(device).name
+
+
+def name_in_use() -> str:
+    """The current CUDA device's name, "" where none can be asked (planning offline, where
+    a stand-in for :func:`properties` answers instead).
+
+    >>> name_in_use()  # doctest: +SKIP
+    'NVIDIA H200'
+    """
+    try:
+        import cupy
+
+        device = cupy.cuda.runtime.getDevice()
+    except Exception:  # no driver: a stand-in may still answer for device 0
+        device = 0
+    return _name_of(properties, device)
+
+
+@functools.cache
+def _name_of(read: Callable[[int], DeviceProperties], device: int) -> str:
+    """``read(device).name``, "" where it cannot be read; keyed by the function too, so a
+    stand-in installed for planning offline is asked afresh."""
+    try:
+        return read(device).name
+    except Exception:
+        return ""
+
+
+def model(name: str) -> str:
+    """The model in a GPU's name: a letter and two or three digits ("" where none is).
+
+    >>> model("NVIDIA H100 80GB HBM3"), model("NVIDIA A10G")
+    ('H100', '')
+    """
+    found = re.search(r"\b([A-Z]\d{2,3})\b", name)
+    return found.group(1) if found else ""

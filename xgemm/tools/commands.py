@@ -462,22 +462,7 @@ def _copy_constants(path: str) -> tuple[float, float, float]:
     return found["copy_launch"], found["copy_bandwidth"], found["copy_line"]
 
 
-def _added_to(base: dict, fitted: dict, name: str) -> dict:
-    """Calibration ``base`` with the points ``fitted`` has and it lacks, for ``fitted``'s
-    GPU: its other constants (copies, host, every point it prices) kept as they are."""
-    for key, points in fitted["points"].items():
-        for point in sorted(set(points) - set(base["points"].get(key, {}))):
-            for table in ("points", "blocks", "rms_log_error"):
-                if point in fitted[table].get(key, {}):
-                    base[table].setdefault(key, {})[point] = fitted[table][key][point]
-    base["gpu"] = fitted["gpu"]
-    base["fitted_on"] = ([f"{name}: {x}" for x in base["fitted_on"]]
-                         + [f"the points {name} lacks: {x}" for x in fitted["fitted_on"]])
-    return base
-
-
 def run_calibrate(args: argparse.Namespace) -> int:
-    import json
 
     from .. import calibrate
     from .bench import load_json
@@ -493,25 +478,22 @@ def run_calibrate(args: argparse.Namespace) -> int:
                      "what a copy costs now", "calibrate")
     copies, sampled = (_copy_constants(path) if path else None
                        for path in (args.copies, args.copies_sampled))
-    base = None
-    if args.add_to:  # the new points are fitted with the constants they will be priced with
-        with open(args.add_to) as f:
-            base = json.load(f)
+    base = load_json(args.add_to) if args.add_to else None
+    if base:  # the new points are fitted with the constants they will be priced with
         bandwidth = base["bandwidth"]
         copies = copies or (base["copy_launch"], base["copy_bandwidth"], base["copy_line"])
     cal, errors = calibrate.fit(rows, machine.get("gpu", "unknown"),
                            machine.get("sm_count") or 132, bandwidth, copies=copies,
                            sampled_copies=sampled)
     if args.host:
-        with open(args.host) as f:
-            host = json.load(f)
+        host = load_json(args.host)
         cal.call_host, cal.copy_host = host["call_host_us"] * 1e-6, host["copy_host_us"] * 1e-6
     data = cal.to_json()
     data["fitted_on"] = [os.path.basename(p) for p in
                          (*args.json, args.copies, args.copies_sampled, args.host) if p]
     data["rms_log_error"] = errors
-    if base is not None:
-        data = _added_to(base, data, os.path.basename(args.add_to))
+    if base:
+        data = calibrate.extended(base, data, os.path.basename(args.add_to))
     _write_json(args.out, data)
     fitted = sum(len(points) for points in cal.points.values())
     print(f"{fitted} candidates fitted from {len(rows)} rows -> {args.out}")
