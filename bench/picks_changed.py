@@ -51,7 +51,7 @@ def pick_now(row: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     if v.name == row["variant"]:
         planned = ("TMA_STORE", "STAGES") if row["params"].get("TMA_STORE") == 2 else (
             "TMA_STORE",)
-        now.update({k: row["params"][k] for k in planned if k in now})
+        now.update({k: row["params"][k] for k in planned if k in now and k in row["params"]})
     return v.name, now
 
 

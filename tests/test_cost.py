@@ -31,7 +31,7 @@ def cheapest(m, n, k, dtype="float16", precision=None, layout="NN", batch=1, cc=
 
 
 #: Candidates added after a GPU's calibration was fitted, which no run there has timed
-#: since: priced on that GPU from their nearest measured neighbours (cost.estimate_near).
+#: since: auto does not weigh them on that GPU (cost.estimate prices them at inf).
 UNMEASURED = {"h100.json": {
     f"skinny_ring:{side}{point}" for side in ("", "FEW_COLUMNS=1,") for point in (
         "STAGES=2", "SPLITS=4,STAGES=2", "SPLITS=8,STAGES=2", "SPLITS=4,STAGES=2,WARPS=2")}
@@ -57,6 +57,51 @@ def test_every_candidate_is_a_valid_point_with_constants_and_every_constant_a_ca
             missing = weighed - set(cal.points[key])
             assert missing == (UNMEASURED.get(path.name, set()) if key == "16-bit" else set())
     assert "wgmma_tf32:" in cal.points["tf32"]
+
+
+def test_the_h200_calibration_is_the_h100s_with_the_points_it_lacks():
+    """h200.json extends h100.json (``xgemm calibrate --add-to``): every constant the
+    H100's file has is the same there, and it adds exactly the points the H100 never timed;
+    a refit of one without the other fails here."""
+    h100, h200 = (json.loads((cost.CALIBRATION_DIR / f"{g}.json").read_text())
+                  for g in ("h100", "h200"))
+    for table in ("points", "blocks"):
+        for key, entries in h100[table].items():
+            assert {p: c for p, c in h200[table][key].items() if p in entries} == entries
+    added = {p for key in h200["points"] for p in h200["points"][key]} - {
+        p for key in h100["points"] for p in h100["points"][key]}
+    assert added == UNMEASURED["h100.json"]
+    assert {k: h200[k] for k in ("bandwidth", "copy_launch", "call_host", "copy_host")} == {
+        k: h100[k] for k in ("bandwidth", "copy_launch", "call_host", "copy_host")}
+
+
+def test_calibrate_add_to_keeps_its_files_copy_and_host_constants(capsys):
+    """--add-to fits the new points with the extended file's constants, so options that
+    would set others are refused before anything is fitted."""
+    from xgemm.tools import cli
+
+    with pytest.raises(SystemExit):
+        cli.main(["calibrate", "x.json", "--add-to", "h100.json", "--host", "host.json",
+                  "--out", "out.json"])
+    assert "--add-to keeps its file's bandwidth, copies and host costs" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("m, n, k, layout", [(3762, 10, 6802, "TN"), (4778, 1, 4791, "NN")])
+def test_auto_leaves_out_rung_21_where_its_rows_are_not_whole_16_byte_groups(
+        monkeypatch, tmp_path, m, n, k, layout):
+    """skinny_mma declares auto_aligned: on its narrow path (eight 2-byte loads a fragment)
+    auto weighs it no more; these shapes took it before, at 1.32 and 1.47 regret."""
+    from xgemm import gpu
+
+    monkeypatch.setenv("XGEMM_TUNE_CACHE", str(tmp_path / "tuned.json"))
+    monkeypatch.delenv("XGEMM_CALIBRATION", raising=False)
+    found = gpu.stand_in({"gpu": "NVIDIA H100 80GB HBM3"})
+    monkeypatch.setattr(gpu, "properties", lambda device: found)
+    rung_21 = xgemm.get_variant("skinny_mma")
+    assert rung_21.auto_aligned
+    rows = cost.row_bytes(m, n, k, item=2)
+    assert cost.narrow_path(rung_21, Shape(m, n, k, layout=layout, row_bytes=rows), 2)
+    assert ranking.auto_choice(m, n, k, "bfloat16", layout)[0].name != "skinny_mma"
 
 
 @pytest.mark.parametrize("name, shipped", [("NVIDIA H200", "NVIDIA H200"),

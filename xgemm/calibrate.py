@@ -336,15 +336,28 @@ def _refit_step(c: Constants, samples: Sequence[Sample], cal: Calibration) -> fl
     return min(_FINE_STEP_GRID, key=error)
 
 
-def extended(base: dict[str, Any], fitted: dict[str, Any], name: str) -> dict[str, Any]:
-    """Calibration ``base`` (a file's JSON, named ``name``) with the points ``fitted`` has
-    and it lacks, for ``fitted``'s GPU: every other constant of ``base`` (copies, host, the
-    points it prices) kept; ``fitted_on`` says which came from where.
+def copy_constants(found: Mapping[str, Any]) -> tuple[float, float, float]:
+    """A padded copy's launch (s), bandwidth (bytes/s) and time a line (s), from a
+    ``bench/pad_copy.py`` file's JSON or a calibration's.
 
-    >>> base = {"gpu": "A", "points": {"16-bit": {"x:": 1}}, "blocks": {}, "rms_log_error": {},
-    ...         "fitted_on": ["a.json"]}
-    >>> new = {"gpu": "B", "points": {"16-bit": {"x:": 2, "y:": 3}}, "blocks": {},
-    ...        "rms_log_error": {}, "fitted_on": ["b.json"]}
+    >>> copy_constants({"constants": {"copy_launch": 5e-6, "copy_bandwidth": 1e12,
+    ...                               "copy_line": 1e-10}})
+    (5e-06, 1000000000000.0, 1e-10)
+    """
+    found = found.get("constants", found)
+    return found["copy_launch"], float(found["copy_bandwidth"]), found["copy_line"]
+
+
+def extended(base: dict[str, Any], fitted: dict[str, Any], name: str) -> dict[str, Any]:
+    """Calibration ``base`` (a file's JSON, named ``name``; changed in place and returned)
+    with the points ``fitted`` has and it lacks, for ``fitted``'s GPU and SM count: every
+    other constant of ``base`` (copies, host, the points it prices) kept; ``fitted_on``
+    says which came from where.
+
+    >>> base = {"gpu": "A", "sms": 132, "points": {"16-bit": {"x:": 1}}, "blocks": {},
+    ...         "rms_log_error": {}, "fitted_on": ["a.json"]}
+    >>> new = {"gpu": "B", "sms": 132, "points": {"16-bit": {"x:": 2, "y:": 3}},
+    ...        "blocks": {}, "rms_log_error": {}, "fitted_on": ["b.json"]}
     >>> out = extended(base, new, "base.json")
     >>> out["gpu"], out["points"]["16-bit"], out["fitted_on"][1]
     ('B', {'x:': 1, 'y:': 3}, 'the points base.json lacks: b.json')
@@ -354,7 +367,7 @@ def extended(base: dict[str, Any], fitted: dict[str, Any], name: str) -> dict[st
             for table in ("points", "blocks", "rms_log_error"):
                 if point in fitted[table].get(key, {}):
                     base[table].setdefault(key, {})[point] = fitted[table][key][point]
-    base["gpu"] = fitted["gpu"]
+    base["gpu"], base["sms"] = fitted["gpu"], fitted["sms"]
     base["fitted_on"] = ([f"{name}: {x}" for x in base["fitted_on"]]
                          + [f"the points {name} lacks: {x}" for x in fitted["fitted_on"]])
     return base

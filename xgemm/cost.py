@@ -56,8 +56,9 @@ since calls queued back to back run at the pace of the slower of the two.
 
 The constants come from ``xgemm calibrate`` (``xgemm.calibrate.fit`` on every candidate's time on a
 seeded random sample of shapes, ``xgemm.tools.generalisation``); the H100's ship with the
-package (``xgemm/calibration/h100.json``). Another GPU uses its own file where
-``XGEMM_CALIBRATION`` points to one, else the H100's constants at its SM count.
+package (``xgemm/calibration/h100.json``), and the H200's (the H100's, with the points
+timed only there). A GPU uses the file shipped for its model (:func:`shipped_calibration`)
+or the one ``XGEMM_CALIBRATION`` names, else the H100's constants at its SM count.
 
 Example:
     >>> from xgemm.cost import Shape, estimate, constants
@@ -348,8 +349,7 @@ def shipped_calibration(gpu_name: str) -> Path:
 
 
 def calibration() -> Calibration:
-    """The calibration in use: ``$XGEMM_CALIBRATION``'s file, else the one shipped for the
-    GPU in use (:func:`shipped_calibration`)."""
+    """The calibration in use: ``$XGEMM_CALIBRATION``'s, else :func:`shipped_calibration`'s."""
     return _load(os.environ.get(CALIBRATION_ENV) or str(shipped_calibration(gpu.name_in_use())))
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 
 @functools.cache
@@ -104,28 +104,31 @@ def gpu_name(device: int) -> str:
 
 def name_in_use() -> str:
     """The current CUDA device's name, "" where none can be asked (planning offline, where
-    a stand-in for :func:`properties` answers instead).
+    a stand-in for :func:`properties` answers instead). Asked afresh each time: the
+    device may change, and a stand-in be installed.
 
     >>> name_in_use()  # doctest: +SKIP
     'NVIDIA H200'
     """
+    runtime = _runtime()
     try:
-        import cupy
-
-        device = cupy.cuda.runtime.getDevice()
+        device = runtime.getDevice() if runtime is not None else 0
     except Exception:  # no driver: a stand-in may still answer for device 0
         device = 0
-    return _name_of(properties, device)
+    try:
+        return properties(device).name
+    except Exception:
+        return ""
 
 
 @functools.cache
-def _name_of(read: Callable[[int], DeviceProperties], device: int) -> str:
-    """``read(device).name``, "" where it cannot be read; keyed by the function too, so a
-    stand-in installed for planning offline is asked afresh."""
+def _runtime() -> Any:
+    """CuPy's CUDA runtime module, imported once; None without CuPy."""
     try:
-        return read(device).name
-    except Exception:
-        return ""
+        import cupy
+    except ImportError:
+        return None
+    return cupy.cuda.runtime
 
 
 def model(name: str) -> str:

@@ -92,9 +92,9 @@ class Variant:
     #: Whether its template's ``<kernel_name>_sum`` sums the partials into C after it.
     sum_pass: bool = False
     #: Boolean specialisations picked per call from the operands: "aligned" (groups of
-    #: four elements), "aligned16" (groups of 16 bytes); see ``xgemm.plan``. ``auto_aligned``:
-    #: the cost model prices it only where the rows' extents make them hold (``cost.narrow_path``).
+    #: four elements), "aligned16" (groups of 16 bytes); see ``xgemm.plan``.
     flags: tuple[str, ...] = ()
+    #: Whether ``auto`` weighs it only where the rows make its flags hold (``ranking.ranked``).
     auto_aligned: bool = False
     #: The oldest GPU it runs on, as compute capability x 10 (80: sm_80, Ampere).
     min_cc: int = 0

@@ -191,8 +191,9 @@ register(Variant(
     # fragments, so that 17 to 32 rows read the big operand once (docs/notes.md); and, for
     # each side, more warps an SM than one 4-warp block with its 4-stage ring: 8 warps of
     # 3 stages, or three blocks of a 2-stage ring (17-96 rows over a long K: docs/ladder.md);
-    # and where a line is not whole 16-byte groups, a 2-stage ring: its copies and their
-    # realignment cost issue slots, and more blocks an SM hide them (docs/notes.md)
+    # and 2-stage rings, which the model weighs everywhere and which win where a line is not
+    # whole 16-byte groups: its copies and their realignment cost issue slots, and more
+    # blocks an SM hide them (docs/notes.md)
     candidates=[{}, {"SPLITS": 4}, {"SPLITS": 8}, {"SPLITS": 16}, {"WARPS": 8, "STAGES": 3},
                 {"BM": 16}, {"BM": 16, "SPLITS": 8}, {"BM": 32}, {"FEW_COLUMNS": 1},
                 {"FEW_COLUMNS": 1, "SPLITS": 16}, {"FEW_COLUMNS": 1, "WARPS": 8, "STAGES": 3},

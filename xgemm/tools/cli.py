@@ -140,9 +140,10 @@ def parser() -> argparse.ArgumentParser:
                                 "replaced it since: candidates are fitted with these, and the "
                                 "calibration prices copies with --copies'")
     calibrate.add_argument("--add-to",
-                           help="a calibration file to extend: only the points it has no "
-                                "constants for are fitted (with its bandwidth and copies) and "
-                                "added; the rest is kept (a GPU's new candidates, timed there)")
+                           help="a calibration file to extend: of the points fitted (with "
+                                "its bandwidth and copies), those it has no constants for are "
+                                "added; the rest of it is kept (a GPU's new candidates, timed "
+                                "there)")
     calibrate.add_argument("--host",
                            help="the host's time a call and a copy's launch adds, from this "
                                 "file, written by bench/host_costs.py (default: none: calls "

@@ -453,35 +453,28 @@ def run_report(args: argparse.Namespace) -> int:
     return 0
 
 
-def _copy_constants(path: str) -> tuple[float, float, float]:
-    """A padded copy's launch, bandwidth and time a line from a bench/pad_copy.py file."""
-    import json
-
-    with open(path) as f:
-        found = json.load(f)["constants"]
-    return found["copy_launch"], found["copy_bandwidth"], found["copy_line"]
-
-
 def run_calibrate(args: argparse.Namespace) -> int:
-
     from .. import calibrate
     from .bench import load_json
 
+    if args.copies_sampled and not args.copies:
+        _usage_error("--copies-sampled says what the samples' copies cost; --copies must say "
+                     "what a copy costs now", "calibrate")
+    if args.add_to and (args.bandwidth or args.copies or args.copies_sampled or args.host):
+        _usage_error("--add-to keeps its file's bandwidth, copies and host costs (the new "
+                     "points are fitted with them): leave out the options that set them",
+                     "calibrate")
     rows, machine = [], {}
     for path in args.json:
         data = load_json(path)
         rows += data.get("rows", [])
         machine = data.get("machine", machine)
     bandwidth = args.bandwidth or (machine.get("copy_bandwidth_gbs") or 3000.0) * 1e9
-    if args.copies_sampled and not args.copies:
-        _usage_error("--copies-sampled says what the samples' copies cost; --copies must say "
-                     "what a copy costs now", "calibrate")
-    copies, sampled = (_copy_constants(path) if path else None
+    copies, sampled = (calibrate.copy_constants(load_json(path)) if path else None
                        for path in (args.copies, args.copies_sampled))
     base = load_json(args.add_to) if args.add_to else None
-    if base:  # the new points are fitted with the constants they will be priced with
-        bandwidth = base["bandwidth"]
-        copies = copies or (base["copy_launch"], base["copy_bandwidth"], base["copy_line"])
+    if base:
+        bandwidth, copies = base["bandwidth"], calibrate.copy_constants(base)
     cal, errors = calibrate.fit(rows, machine.get("gpu", "unknown"),
                            machine.get("sm_count") or 132, bandwidth, copies=copies,
                            sampled_copies=sampled)
