@@ -16,7 +16,6 @@ not the model's, and are left out.)
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import sys
 import tempfile
@@ -26,9 +25,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from xgemm import gpu, ranking  # noqa: E402
+from xgemm import gpu  # noqa: E402
 from xgemm.tools.bench import load_json  # noqa: E402
-from xgemm.tools.generalisation import PARTS  # noqa: E402
+from xgemm.tools.generalisation import auto_pick  # noqa: E402
 
 HEADER = ("# Published rows whose pick auto makes differently now: file, case, the pick "
           "measured -> the pick now\n# (bench/picks_changed.py; their figures are the "
@@ -44,9 +43,7 @@ def pick_now(row: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     """The variant and parameters auto picks now for a row's shape, the parameters a
     plan sets from the operands (TMA_STORE, and the stages that leave room to stage a
     ragged C) taken as the row ran them."""
-    dtype, precision = PARTS[row["part"]]
-    v, p = ranking.auto_choice(row["m"], row["n"], row["k"], dtype, row["layout"],
-                               math.prod(row["lead"] or [1]), precision)
+    v, p = auto_pick(row)
     now = dict(p)
     if v.name == row["variant"]:
         planned = ("TMA_STORE", "STAGES") if row["params"].get("TMA_STORE") == 2 else (
@@ -58,10 +55,7 @@ def pick_now(row: dict[str, Any]) -> tuple[str, dict[str, Any]]:
 def changed(path: Path) -> Iterator[str]:
     """One line for each of a file's measured rows whose pick moved."""
     data = load_json(path)
-    found = gpu.stand_in(data["machine"])
-    before = gpu.properties
-    gpu.properties = lambda device: found
-    try:
+    with gpu.standing_in(data["machine"]):
         for row in data["rows"]:
             if row.get("status") != "ok":
                 continue
@@ -69,8 +63,6 @@ def changed(path: Path) -> Iterator[str]:
             if now != (row["variant"], row["params"]):
                 yield (f"{path.stem} {row['case']} {label(row['variant'], row['params'])}"
                        f" -> {label(*now)}")
-    finally:
-        gpu.properties = before
 
 
 def main() -> None:

@@ -23,9 +23,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from xgemm import gpu, ranking  # noqa: E402
+from xgemm import gpu  # noqa: E402
 from xgemm.tools.bench import load_json  # noqa: E402
-from xgemm.tools.generalisation import PARTS  # noqa: E402
+from xgemm.tools.generalisation import auto_pick  # noqa: E402
 
 PLANNED = ("TMA_STORE",)  # set by the plan from C's rows, not by the choice
 
@@ -36,10 +36,7 @@ def same(params: dict, other: dict) -> bool:
 
 def replay(row: dict) -> tuple[float | None, str]:
     """The replayed pick's time over the fastest candidate's (None: never timed)."""
-    dtype, precision = PARTS[row["part"]]
-    batch = math.prod(row.get("lead") or [1])
-    v, p = ranking.auto_choice(row["m"], row["n"], row["k"], dtype, row["layout"], batch,
-                            precision)
+    v, p = auto_pick(row)
     timed = [c for c in row["candidates"] if c["status"] == "ok"]
     best = min([c["ms"] for c in timed] + [row["auto_ms"]])
     label = f"{v.name} {p}"
@@ -63,13 +60,12 @@ def main() -> None:
             data = load_json(path)  # .json or .json.gz
             rows = data["rows"] if isinstance(data, dict) else data
             machine = data.get("machine", {}) if isinstance(data, dict) else {}
-            found = gpu.stand_in(machine)  # the GPU that measured the file
-            gpu.properties = lambda device, found=found: found
             regrets, untimed = [], 0
             for row in rows:
                 if row.get("status") != "ok" or not row.get("candidates"):
                     continue
-                regret, label = replay(row)
+                with gpu.standing_in(machine):  # the GPU that measured the file
+                    regret, label = replay(row)
                 if regret is None:
                     untimed += 1
                     continue

@@ -345,7 +345,7 @@ def copy_constants(found: Mapping[str, Any]) -> tuple[float, float, float]:
     (5e-06, 1000000000000.0, 1e-10)
     """
     found = found.get("constants", found)
-    return found["copy_launch"], float(found["copy_bandwidth"]), found["copy_line"]
+    return found["copy_launch"], found["copy_bandwidth"], found["copy_line"]
 
 
 def extended(base: dict[str, Any], fitted: dict[str, Any], name: str) -> dict[str, Any]:

@@ -3,8 +3,10 @@ once per device."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -139,3 +141,25 @@ def model(name: str) -> str:
     """
     found = re.search(r"\b([A-Z]\d{2,3})\b", name)
     return found.group(1) if found else ""
+
+
+@contextlib.contextmanager
+def standing_in(machine: dict) -> Iterator[DeviceProperties]:
+    """Within the block, every device answers :func:`properties` as the GPU a result file's
+    ``machine`` names (:func:`stand_in`): planning offline as on the GPU that measured it.
+
+    >>> with standing_in({"gpu": "NVIDIA H200", "compute_capability": "9.0"}):
+    ...     name_in_use()
+    'NVIDIA H200'
+    """
+    global properties
+    found, before = stand_in(machine), properties
+
+    def standing(device: int) -> DeviceProperties:
+        return found
+
+    properties = standing
+    try:
+        yield found
+    finally:
+        properties = before

@@ -27,6 +27,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from .. import ranking
+from ..registry import Variant
 from .measuring import PARTS, Product, measure, measure_eight_bit
 
 __all__ = ["PARTS", "Product", "eight_bit_cases", "model_cases", "random_cases", "run",
@@ -218,3 +220,16 @@ def geomean(values: Sequence[float]) -> float | None:
     1.0
     """
     return math.exp(sum(map(math.log, values)) / len(values)) if values else None
+
+
+def auto_pick(row: dict[str, Any]) -> tuple[Variant, dict[str, int]]:
+    """The variant and parameters ``auto`` picks now for a suite row's shape and part (no
+    operands: ``ranking.auto_choice``), as on the GPU :func:`xgemm.gpu.properties` answers for.
+
+    >>> row = {"part": "bfloat16", "m": 8192, "n": 8192, "k": 8192, "layout": "NN", "lead": []}
+    >>> auto_pick(row)[0].name  # doctest: +SKIP
+    'wgmma_pingpong'
+    """
+    dtype, precision = PARTS[row["part"]]
+    return ranking.auto_choice(row["m"], row["n"], row["k"], dtype, row["layout"],
+                               math.prod(row.get("lead") or [1]), precision)
