@@ -7,17 +7,19 @@ with them in its rows, and leaves the others' timings as they were measured: the
 ``xgemm calibrate`` on the files fits the new points too. Needs a CUDA GPU.
 
     PYTHONPATH=. python bench/add_candidates.py --variant skinny \
-        bench/results/h100/calibration/random_float32_seed1.json ...
+        bench/results/h100/calibration/random_float32_seed1.json.gz ...
 """
 
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 
 from tqdm import tqdm
 
 from xgemm.tools import generalisation, measuring
+from xgemm.tools.bench import load_json
 from xgemm.tools.machine import source_commit
 
 
@@ -31,8 +33,7 @@ def main() -> None:
                              "rung), keeping the others' times")
     args = parser.parse_args()
     for path in args.json:
-        with open(path) as f:
-            data = json.load(f)
+        data = load_json(path)  # .json or .json.gz, written back as it came
         rows = data["rows"]
         with tqdm(total=len(rows), desc=path.rsplit("/", 1)[-1]) as bar:
             measuring.add_candidates(rows, set(args.variant), progress=bar.update,
@@ -41,9 +42,13 @@ def main() -> None:
         data.setdefault("added", []).append({"variants": sorted(args.variant),
                                              "new_points_only": args.new_points_only,
                                              "commit": source_commit()})
-        with open(path, "w") as f:
-            json.dump(data, f, indent=1)
-            f.write("\n")
+        text = json.dumps(data, indent=1) + "\n"
+        if path.endswith(".gz"):
+            with open(path, "wb") as f:
+                f.write(gzip.compress(text.encode(), mtime=0))
+        else:
+            with open(path, "w") as f:
+                f.write(text)
 
 
 if __name__ == "__main__":

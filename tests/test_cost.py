@@ -16,6 +16,7 @@ from xgemm import calibrate, cost, ranking
 from xgemm.choice import heuristic
 from xgemm.cost import Shape
 from xgemm.tools import generalisation
+from xgemm.tools.bench import load_json
 
 SIXTEEN = ("float16", "bfloat16")
 
@@ -317,8 +318,8 @@ def test_a_faster_copy_since_the_samples_changes_only_the_copy_constants(monkeyp
     """Rows timed with one copy (a launch an operand) and fitted for a faster one: the
     candidates' constants and the copy penalty are fitted as the rows' copy costs, the
     copy is priced as it is now."""
-    sample = RESULTS / "calibration" / "random_bfloat16_seed1.json"
-    rows = json.loads(sample.read_text())["rows"][:20]
+    sample = RESULTS / "calibration" / "random_bfloat16_seed1.json.gz"
+    rows = load_json(sample)["rows"][:20]
     monkeypatch.setattr(calibrate, "occupancies", lambda rows: {})  # no offline builds
     then, now = (4e-6, 7e11, 4e-10), (3e-6, 2e12, 1e-11)
     before, _ = calibrate.fit(rows, "H100", 132, 3e12, copies=then, rows_share_pad_launch=False)
