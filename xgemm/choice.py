@@ -249,7 +249,15 @@ def _hopper(q: _Asked) -> Pick | None:
             # 0.84 / 0.79; with more tiles than half the SMs, 256 x 4096 x 4096, slower; few
             # columns not measured)
             return splitk.name, {**splitk.defaults, "BM": bm, "CONSUMERS": bm // 64}
-        if min(m, n) <= 64 and precision is None:  # a few rows (columns): one m64
+        if m <= 64 and 2 * tiles(64, 128) >= sms and precision is None:
+            # a few rows over many columns: 64 x 128 tiles at 8 stages, as below. Where
+            # those fill half the SMs or more, 64 x 64 tiles stream B in twice the tiles,
+            # each a pass over A and an epilogue: 64 x 128 ran 0.89x their time on the 28
+            # such rows of the H100's 16-bit regret files (0.81-0.98) and the 23 of the
+            # H200's (0.81-0.95); on fewer tiles 64 x 64 keeps the SMs busier (1.03-1.04x
+            # below a quarter of them; bench/results/h200/evidence/few_rows_tiles.txt)
+            params.update(BM=64, BN=128, CONSUMERS=1, STAGES=8)
+        elif min(m, n) <= 64 and precision is None:  # a few rows (columns): one m64
             # warpgroup, narrow tiles, a deep ring (16 x 4096 x 4096: 0.027 ms against
             # 0.031 for 128 x 128 tiles; 10 stages against 6: 0.966x the time on 19
             # published rows, 0.83-0.89x over a long K, evidence/plain_pads_53fe4c5.txt)
