@@ -107,6 +107,8 @@ def heuristic(m: int, n: int, k: int, dtype: str = "float32", cc: int = 90,
     32
     >>> [heuristic(m, 4096, 4096, "float16")[0] for m in (16, 64, 256)]
     ['wgmma_rows', 'wgmma_splitk', 'wgmma']
+    >>> [heuristic(32, n, 3584, "bfloat16")[1]["BN"] for n in (4096, 18944)]  # 64 x 128 tiles
+    [64, 128]
     >>> [heuristic(4096, 4096, k, "bfloat16")[0] for k in (128, 512, 2048)]
     ['wgmma', 'wgmma_pingpong', 'wgmma']
     >>> [heuristic(84, 384, k, dtype)[0] for dtype in ("int8", "float8_e4m3fn")
@@ -249,13 +251,14 @@ def _hopper(q: _Asked) -> Pick | None:
             # 0.84 / 0.79; with more tiles than half the SMs, 256 x 4096 x 4096, slower; few
             # columns not measured)
             return splitk.name, {**splitk.defaults, "BM": bm, "CONSUMERS": bm // 64}
-        if m <= 64 and 2 * tiles(64, 128) >= sms and precision is None:
-            # a few rows over many columns: 64 x 128 tiles at 8 stages, as below. Where
-            # those fill half the SMs or more, 64 x 64 tiles stream B in twice the tiles,
-            # each a pass over A and an epilogue: 64 x 128 ran 0.89x their time on the 28
-            # such rows of the H100's 16-bit regret files (0.81-0.98) and the 23 of the
-            # H200's (0.81-0.95); on fewer tiles 64 x 64 keeps the SMs busier (1.03-1.04x
-            # below a quarter of them; bench/results/h200/evidence/few_rows_tiles.txt)
+        if m <= 64 and 2 * tiles(64, 128) >= sms and q.batch == 1 and precision is None:
+            # one product of a few rows over many columns: 64 x 128 tiles at 8 stages, as
+            # below (batches not measured). Where those fill half the SMs or more, 64 x 64
+            # tiles stream B in twice the tiles, each a pass over A and an epilogue: 64 x
+            # 128 ran 0.89x their time on the 28 such rows of the H100's 16-bit regret files
+            # (0.81-0.98) and the 23 of the H200's (0.81-0.95); on fewer tiles 64 x 64 keeps
+            # the SMs busier (1.03-1.04x below a quarter of them;
+            # bench/results/h200/evidence/few_rows_tiles.txt)
             params.update(BM=64, BN=128, CONSUMERS=1, STAGES=8)
         elif min(m, n) <= 64 and precision is None:  # a few rows (columns): one m64
             # warpgroup, narrow tiles, a deep ring (16 x 4096 x 4096: 0.027 ms against
