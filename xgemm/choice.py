@@ -107,7 +107,7 @@ def heuristic(m: int, n: int, k: int, dtype: str = "float32", cc: int = 90,
     32
     >>> [heuristic(m, 4096, 4096, "float16")[0] for m in (16, 64, 256)]
     ['wgmma_rows', 'wgmma_splitk', 'wgmma']
-    >>> [heuristic(32, n, 3584, "bfloat16")[1]["BN"] for n in (4096, 18944)]  # 32 or 148 tiles of 64 x 128
+    >>> [heuristic(32, n, 3584, "bfloat16")[1]["BN"] for n in (4096, 18944)]  # 32, 148 tiles
     [64, 128]
     >>> [heuristic(4096, 4096, k, "bfloat16")[0] for k in (128, 512, 2048)]
     ['wgmma', 'wgmma_pingpong', 'wgmma']
