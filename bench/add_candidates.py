@@ -13,13 +13,11 @@ with them in its rows, and leaves the others' timings as they were measured: the
 from __future__ import annotations
 
 import argparse
-import gzip
-import json
 
 from tqdm import tqdm
 
 from xgemm.tools import generalisation, measuring
-from xgemm.tools.bench import load_json
+from xgemm.tools.bench import load_json, save_json
 from xgemm.tools.machine import source_commit
 
 
@@ -42,13 +40,7 @@ def main() -> None:
         data.setdefault("added", []).append({"variants": sorted(args.variant),
                                              "new_points_only": args.new_points_only,
                                              "commit": source_commit()})
-        text = json.dumps(data, indent=1) + "\n"
-        if path.endswith(".gz"):
-            with open(path, "wb") as f:
-                f.write(gzip.compress(text.encode(), mtime=0))
-        else:
-            with open(path, "w") as f:
-                f.write(text)
+        save_json(path, data)
 
 
 if __name__ == "__main__":

@@ -396,6 +396,21 @@ def load_json(path: str | os.PathLike[str]) -> Any:
     return json.loads(gzip.decompress(raw) if str(path).endswith(".gz") else raw)
 
 
+def save_json(path: str | os.PathLike[str], data: Any) -> None:
+    """Write ``data`` as :func:`load_json` reads it back: indented JSON, gzip-compressed
+    where the name ends in ``.gz`` (with no timestamp, so the same data gives the same
+    bytes).
+
+    Example:
+        >>> import tempfile, pathlib
+        >>> path = pathlib.Path(tempfile.mkdtemp()) / "run.json.gz"
+        >>> save_json(path, {"rows": [1]}); load_json(path)
+        {'rows': [1]}
+    """
+    text = (json.dumps(data, indent=1) + "\n").encode()
+    Path(path).write_bytes(gzip.compress(text, mtime=0) if str(path).endswith(".gz") else text)
+
+
 def write_json(path: str, results: Sequence[Result], machine: dict[str, Any]) -> None:
     """``{"machine": {...}, "results": [{"variant", "params", "m", "n", "k", "batch",
     "dtype", "ms", "tflops", "vs_cublas", "ok", "error", ...}, ...]}``."""
