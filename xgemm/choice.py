@@ -40,6 +40,11 @@ CUT_TILES_K = 48 * 128
 _NARROW_8BIT = {"BM": 64, "CONSUMERS": 1, "STAGES": 6}
 
 
+#: K from which one product of a few rows over many columns takes rung 28's 64 x 256 tiles
+#: where they fill half the SMs (``_hopper``).
+WIDE_ROWS_K = 2048
+
+
 Pick = tuple[str, dict[str, int]]
 
 
@@ -75,7 +80,8 @@ def heuristic(m: int, n: int, k: int, dtype: str = "float32", cc: int = 90,
     outputs of 2^16 elements or more the tensor cores, ``wgmma`` on sm_90
     (``wgmma_splitk`` for at most 128 rows where its tiles would fill at most half the SMs
     and K >= 4096; ``wgmma_pingpong`` for 256 <= K <= 768 over three waves or more of
-    128 x 128 tiles; for
+    128 x 128 tiles, and at 64 x 256 for one product of at most 64 rows over K >= 2048
+    whose 64 x 256 tiles fill half the SMs; for
     operands TMA cannot read in place, with padded copies from ``TMA_PADDING_PAYS``,
     else the plan takes ``mma``), ``mma`` on sm_80 and
     newer; the same for float32 with ``precision="tf32"`` through ``wgmma_tf32`` or
@@ -107,8 +113,10 @@ def heuristic(m: int, n: int, k: int, dtype: str = "float32", cc: int = 90,
     32
     >>> [heuristic(m, 4096, 4096, "float16")[0] for m in (16, 64, 256)]
     ['wgmma_rows', 'wgmma_splitk', 'wgmma']
-    >>> [heuristic(32, n, 3584, "bfloat16")[1]["BN"] for n in (4096, 18944)]  # 32, 148 tiles
+    >>> [heuristic(32, n, 3584, "bfloat16")[1]["BN"] for n in (4096, 14336)]  # 32, 112 tiles
     [64, 128]
+    >>> [heuristic(32, 18944, k, "bfloat16")[0] for k in (1024, 3584)]  # 74 tiles 256 wide
+    ['wgmma', 'wgmma_pingpong']
     >>> [heuristic(4096, 4096, k, "bfloat16")[0] for k in (128, 512, 2048)]
     ['wgmma', 'wgmma_pingpong', 'wgmma']
     >>> [heuristic(84, 384, k, dtype)[0] for dtype in ("int8", "float8_e4m3fn")
@@ -260,6 +268,15 @@ def _hopper(q: _Asked) -> Pick | None:
             # the SMs busier (1.03-1.04x below a quarter of them;
             # bench/results/h200/evidence/few_rows_tiles.txt)
             params.update(BM=64, BN=128, CONSUMERS=1, STAGES=8)
+            pingpong = get_variant("wgmma_pingpong")
+            if k >= WIDE_ROWS_K and 2 * tiles(64, 256) >= sms and dtype in pingpong.dtypes:
+                # Over a long K B streams from memory, and 256 columns a block read it
+                # faster than 128 (ncu, 32 x 18944 x 3584:NT: 75% of the DRAM bandwidth
+                # against 62%): rung 28's 64 x 256 tiles, where they still fill half the
+                # SMs, ran 0.89x and 0.955x the time of 64 x 128 on two unseen seeds of
+                # such products (15 rows, 0.72-1.04), after 1.01x at K = 1288-1680 on
+                # the seed that set K (bench/results/h200/evidence/wide_rows.txt)
+                return pingpong.name, {**pingpong.defaults, "BM": 64, "BN": 256, "STAGES": 4}
         elif min(m, n) <= 64 and precision is None:  # a few rows (columns): one m64
             # warpgroup, narrow tiles, a deep ring (16 x 4096 x 4096: 0.027 ms against
             # 0.031 for 128 x 128 tiles; 10 stages against 6: 0.966x the time on 19
