@@ -93,7 +93,16 @@ def test_heuristic_sizes_tiles_by_the_gpus_multiprocessors():
     assert heuristic(1, 4096, 4096, "float16", 90)[0] == "wgmma_rows"  # under 2^16 outputs
     # K from 2048 at up to 16 rows; 17-32 rows from 4096
     assert heuristic(16, 18944, 2048, "bfloat16", 90)[0] == "wgmma_rows"
-    assert heuristic(32, 18944, 2048, "bfloat16", 90)[0] == "wgmma"
+    assert heuristic(32, 18944, 2048, "bfloat16", 90)[0] != "wgmma_rows"
+    # at most 64 rows over K >= 2048: rung 28's 64 x 256 tiles where they fill half the SMs
+    # (74 of them at 18944 columns, 64 at 16384: 64 x 128 there; K = 1024: 64 x 128)
+    for m, n, k, expected in ((32, 18944, 2048, ("wgmma_pingpong", 256)),
+                              (64, 18944, 8192, ("wgmma_pingpong", 256)),
+                              (32, 16384, 2048, ("wgmma", 128)),
+                              (32, 18944, 1024, ("wgmma", 128))):
+        name, params = heuristic(m, n, k, "bfloat16", 90, sms=132)
+        assert (name, params["BN"]) == expected, (m, n, k)
+    assert heuristic(32, 18944, 2048, "bfloat16", 90, batch=2)[0] == "wgmma"  # a batch
     assert heuristic(16, 18944, 1024, "bfloat16", 90)[0] == "wgmma"
     assert heuristic(16, 4096, 4096, "float16", 90, batch=4)[0] == "wgmma"  # a batch
     # a few rows more: one m64 warpgroup; with long K and 64 tiles, at most half of 132

@@ -260,23 +260,15 @@ def _hopper(q: _Asked) -> Pick | None:
             # columns not measured)
             return splitk.name, {**splitk.defaults, "BM": bm, "CONSUMERS": bm // 64}
         if m <= 64 and 2 * tiles(64, 128) >= sms and q.batch == 1 and precision is None:
-            # one product of a few rows over many columns: 64 x 128 tiles at 8 stages, as
-            # below (batches not measured). Where those fill half the SMs or more, 64 x 64
-            # tiles stream B in twice the tiles, each a pass over A and an epilogue: 64 x
-            # 128 ran 0.89x their time on the 28 such rows of the H100's 16-bit regret files
-            # (0.81-0.98) and the 23 of the H200's (0.81-0.95); on fewer tiles 64 x 64 keeps
-            # the SMs busier (1.03-1.04x below a quarter of them;
-            # bench/results/h200/evidence/few_rows_tiles.txt)
+            # one product of a few rows over many columns: 64 x 128 tiles at 8 stages (batches
+            # not measured). Where those fill half the SMs, 64 x 64 tiles stream B in twice the
+            # tiles, each a pass over A and an epilogue: 64 x 128 ran 0.89x their time on the
+            # 28 such rows of the H100's 16-bit regret files (0.81-0.98) and the 23 of the
+            # H200's (0.81-0.95); on fewer, 64 x 64 keeps the SMs busier (1.03-1.04x below a
+            # quarter of them; bench/results/h200/evidence/few_rows_tiles.txt)
             params.update(BM=64, BN=128, CONSUMERS=1, STAGES=8)
-            pingpong = get_variant("wgmma_pingpong")
-            if k >= WIDE_ROWS_K and 2 * tiles(64, 256) >= sms and dtype in pingpong.dtypes:
-                # Over a long K B streams from memory, and 256 columns a block read it
-                # faster than 128 (ncu, 32 x 18944 x 3584:NT: 75% of the DRAM bandwidth
-                # against 62%): rung 28's 64 x 256 tiles, where they still fill half the
-                # SMs, ran 0.89x and 0.955x the time of 64 x 128 on two unseen seeds of
-                # such products (15 rows, 0.72-1.04), after 1.01x at K = 1288-1680 on
-                # the seed that set K (bench/results/h200/evidence/wide_rows.txt)
-                return pingpong.name, {**pingpong.defaults, "BM": 64, "BN": 256, "STAGES": 4}
+            if k >= WIDE_ROWS_K:  # 256 columns a tile, where those fill half the SMs
+                return _wide_rows(q) or (wgmma.name, params)
         elif min(m, n) <= 64 and precision is None:  # a few rows (columns): one m64
             # warpgroup, narrow tiles, a deep ring (16 x 4096 x 4096: 0.027 ms against
             # 0.031 for 128 x 128 tiles; 10 stages against 6: 0.966x the time on 19
@@ -309,6 +301,20 @@ def _hopper(q: _Asked) -> Pick | None:
             # (evidence/regimes_probe_96a0deb.txt)
             params.update(SPREAD=1, BN=min(params["BN"], 128))
         return wgmma.name, params
+    return None
+
+
+def _wide_rows(q: _Asked) -> Pick | None:
+    """One 16-bit product of at most 64 rows over many columns and K >= WIDE_ROWS_K:
+    rung 28's 64 x 256 tiles where they fill half the SMs. Over a long K, B streams from
+    memory, and 256 columns a block read it faster than 128 (ncu, 32 x 18944 x 3584:NT:
+    75% of the DRAM bandwidth against 62%, the same bytes): they ran 0.89x and 0.955x the
+    time of 64 x 128 on two unseen seeds of such products (15 rows, 0.72-1.04), after
+    1.01x at K = 1288-1680 on the seed that set K at first
+    (bench/results/h200/evidence/wide_rows.txt)."""
+    pingpong = get_variant("wgmma_pingpong")
+    if 2 * q.tiles(64, 256) >= q.sms and q.dtype in pingpong.dtypes:
+        return pingpong.name, {**pingpong.defaults, "BM": 64, "BN": 256, "STAGES": 4}
     return None
 
 
