@@ -309,8 +309,8 @@ def _wide_rows(q: _Asked) -> Pick | None:
     rung 28's 64 x 256 tiles where they fill half the SMs. Over a long K, B streams from
     memory, and 256 columns a block read it faster than 128 (ncu, 32 x 18944 x 3584:NT:
     75% of the DRAM bandwidth against 62%, the same bytes): they ran 0.89x and 0.955x the
-    time of 64 x 128 on two unseen seeds of such products (15 rows, 0.72-1.04), after
-    1.01x at K = 1288-1680 on the seed that set K at first
+    time of 64 x 128 on two unseen seeds of such products (15 rows, 0.72-1.04); from K =
+    1024, as first set, the seed after ran 1.01x (K = 1288 and 1680)
     (bench/results/h200/evidence/wide_rows.txt)."""
     pingpong = get_variant("wgmma_pingpong")
     if 2 * q.tiles(64, 256) >= q.sms and q.dtype in pingpong.dtypes:
