@@ -50,6 +50,20 @@ def test_a_variant_declares_its_extra_arguments():
                 constraints=[], block=("1",), grid=("1",), extra_args=("workspace",))
 
 
+def test_choice_is_cached_per_gpu_not_per_device_number():
+    """Planning offline as one GPU, then another (``gpu.standing_in``, as the replay tools
+    do over files of two GPUs), asks each afresh: device 0 is not the same GPU twice."""
+    from xgemm import gpu
+    from xgemm.choice import choose
+
+    wide = {"gpu": "NVIDIA H100 80GB HBM3", "compute_capability": "9.0", "sm_count": 132}
+    splits = []
+    for sms in (132, 16):  # 64 tiles of 16 x 64: two splits on 132 SMs, one on 16
+        with gpu.standing_in({**wide, "sm_count": sms}):
+            splits.append(choose(16, 4096, 4096, "float16", 0)[1]["SPLITS"])
+    assert splits == [2, 1]
+
+
 def test_heuristic_sizes_tiles_by_the_gpus_multiprocessors():
     from xgemm.choice import heuristic
 

@@ -399,13 +399,12 @@ _RULES = (_three_tf32, _eight_bit_small, _eight_bit_hopper, _few_rows, _hopper, 
 
 
 @functools.lru_cache(maxsize=4096)
-def _choice(m: int, n: int, k: int, dtype: str, device: int, precision: str | None,
-            batch: int) -> tuple[str, tuple[tuple[str, int], ...]]:
-    found = tunefile.tune_cache().lookup(gpu.gpu_name(device), dtype, m, n, k)
+def _choice(m: int, n: int, k: int, dtype: str, gpu_name: str, cc: int, sms: int,
+            precision: str | None, batch: int) -> tuple[str, tuple[tuple[str, int], ...]]:
+    found = tunefile.tune_cache().lookup(gpu_name, dtype, m, n, k)
     if found is None or (precision is not None
                          and get_variant(found[0]).precision != precision):
-        found = heuristic(m, n, k, dtype, gpu.compute_capability(device), precision,
-                          gpu.multiprocessors(device), batch)
+        found = heuristic(m, n, k, dtype, cc, precision, sms, batch)
     name, params = found
     return name, tuple(sorted(params.items()))
 
@@ -415,13 +414,17 @@ def choose(m: int, n: int, k: int, dtype: str, device: int, precision: str | Non
     """The (variant, parameters) ``auto`` runs on GPU ``device`` for ``batch`` products of
     this shape: tuned for this GPU and shape (or its bucket), else the heuristic for its
     compute capability and SM count. With ``precision="tf32"`` a tuned entry counts only
-    if it is a TF32 rung (tuning is exact unless TF32 rungs are named). Cached per device,
-    dtype, shape, precision and batch; forgotten when this process writes the tuning file.
+    if it is a TF32 rung (tuning is exact unless TF32 rungs are named). Cached per GPU (its
+    name, compute capability and SMs: a stand-in planning offline as another GPU is asked
+    afresh), dtype, shape, precision and batch; forgotten when this process writes the
+    tuning file.
 
     >>> choose(4096, 4096, 4096, "float16", 0)[0]  # doctest: +SKIP
     'wgmma'
     """
-    name, params = _choice(m, n, k, dtype, device, precision, batch)
+    name, params = _choice(m, n, k, dtype, gpu.gpu_name(device),
+                           gpu.compute_capability(device), gpu.multiprocessors(device),
+                           precision, batch)
     return name, dict(params)
 
 
