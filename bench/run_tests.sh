@@ -8,6 +8,8 @@
 #   PYTEST_ARGS="-k wgmma" bash bench/run_tests.sh   # a part of the suite
 #   MARK=multigpu bash bench/run_tests.sh            # the two-GPU tests (a two-GPU machine)
 #   SKIP_PRECOMPILE=1 ...                            # when the disk cache is already warm
+#   GPUS=2 bash bench/run_tests.sh                   # the tests split over 2 GPUs, 4 shards
+#                                                    # each at once (the gpu mark's tests only)
 #
 # The install takes no dependencies (--no-deps): the machine must have CuPy, pytest and
 # ml_dtypes already; elsewhere use README.md's `pip install -e ".[cuda13,test]"`.
@@ -21,6 +23,36 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,
 python3 -c "import cupy; print('cupy', cupy.__version__, 'cuda', cupy.cuda.runtime.runtimeGetVersion())"
 if [ "${SKIP_PRECOMPILE:-0}" != 1 ]; then
   PYTHONPATH=. python3 bench/precompile.py || exit 1
+fi
+if [ "${GPUS:-1}" -gt 1 ]; then
+  # The collected test ids dealt round-robin into 4 shards a GPU (one pytest process each,
+  # CUDA_VISIBLE_DEVICES its GPU); each shard's log is $OUT/shardN.log, and the summary
+  # lines are printed last. Ids hold spaces (parametrised ids): one a line, not split.
+  shards=$((4 * GPUS))
+  python3 -m pytest -q -p no:cacheprovider -m gpu --co ${PYTEST_ARGS:-} 2>/dev/null \
+    | grep "::" > "$OUT/ids.txt"
+  python3 - "$OUT" "$shards" <<'PY'
+import sys
+out, shards = sys.argv[1], int(sys.argv[2])
+ids = [line for line in open(f"{out}/ids.txt").read().splitlines() if line]
+for s in range(shards):
+    open(f"{out}/shard{s}.txt", "w").write("\n".join(ids[s::shards]) + "\n")
+print(f"{len(ids)} tests in {shards} shards")
+PY
+  for s in $(seq 0 $((shards - 1))); do
+    ( CUDA_VISIBLE_DEVICES=$((s % GPUS)) python3 -c "import pytest, sys; sys.exit(pytest.main(
+        ['-q', '-p', 'no:cacheprovider', '-m', 'gpu', '-rs'] + open(sys.argv[1]).read().splitlines()))" \
+        "$OUT/shard$s.txt" > "$OUT/shard$s.log" 2>&1
+      echo $? > "$OUT/shard$s.rc" ) &
+  done
+  wait
+  status=0
+  for s in $(seq 0 $((shards - 1))); do
+    grep -E "^(FAILED|ERROR)" "$OUT/shard$s.log" | head -5
+    echo "shard $s: $(tail -1 "$OUT/shard$s.log")"
+    [ "$(cat "$OUT/shard$s.rc")" = 0 ] || status=1
+  done
+  exit $status
 fi
 python3 -m pytest -q -p no:cacheprovider -m "${MARK:-gpu}" -rs ${PYTEST_ARGS:-} \
   > "$OUT/pytest.log" 2>&1
