@@ -414,9 +414,7 @@ def save_json(path: str | os.PathLike[str], data: Any) -> None:
 def write_json(path: str, results: Sequence[Result], machine: dict[str, Any]) -> None:
     """``{"machine": {...}, "results": [{"variant", "params", "m", "n", "k", "batch",
     "dtype", "ms", "tflops", "vs_cublas", "ok", "error", ...}, ...]}``."""
-    with open(path, "w") as f:
-        json.dump({"machine": machine, "results": [r.to_json() for r in results]}, f, indent=1)
-        f.write("\n")
+    save_json(path, {"machine": machine, "results": [r.to_json() for r in results]})
 
 
 def read_json(path: str) -> tuple[dict[str, Any], list[Result]]:

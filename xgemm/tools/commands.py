@@ -18,6 +18,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from .bench import save_json
 from .machine import machine_info
 from .results import OWN_SUITES, own_suite
 
@@ -148,15 +149,6 @@ def _input_shape(text: str, command: str = "bench") -> tuple[int, ...]:
         _usage_error(f"{text!r} is not an input shape like 8192x8192 or 268435456", command)
 
 
-def _write_json(path: str, data: object) -> None:
-    """``data`` as indented JSON in the file at ``path``, ending with a newline."""
-    import json
-
-    with open(path, "w") as f:
-        json.dump(data, f, indent=1)
-        f.write("\n")
-
-
 def _usage_error(message: str, command: str = "bench"):
     """As argparse does with a bad argument: the message on stderr, exit status 2."""
     print(f"xgemm {command}: {message}", file=sys.stderr)
@@ -180,7 +172,7 @@ def _bench_family(args: argparse.Namespace) -> int:
     rows = list(bandwidth.iterate(args.family, shapes, args.dtype, names, warmup=args.warmup,
                                   repeat=args.repeat))
     if getattr(args, "json", None):
-        _write_json(args.json, bandwidth.to_json(rows))
+        save_json(args.json, bandwidth.to_json(rows))
     print(bandwidth.table(rows))
     return 0 if all(r.ok for r in rows) else 1
 
@@ -197,7 +189,7 @@ def _bench_overhead(args: argparse.Namespace) -> int:
     host = overhead.host_rows()
     queued = overhead.queued_rows()
     if args.json:
-        _write_json(args.json, {"machine": machine, "host_us": host, "queued_ms": queued})
+        save_json(args.json, {"machine": machine, "host_us": host, "queued_ms": queued})
     print(f"host microseconds per call (plan cached), {machine['gpu']}:")
     print(overhead.table(host))
     print("\nqueued milliseconds per call (50 calls between two events):")
@@ -257,7 +249,7 @@ def _bench_generalisation(args: argparse.Namespace) -> int:
         if bar:
             bar.update()
         if args.json:
-            _write_json(args.json, {"machine": machine, "suite": args.suite, "part": part,
+            save_json(args.json, {"machine": machine, "suite": args.suite, "part": part,
                                     **({"draw": draw} if draw else {}),
                                     "summary": generalisation.summary(rows, seed),
                                     "rows": rows})
@@ -304,7 +296,7 @@ def _own_cases(args: argparse.Namespace, key: str, cases: int, run: Callable[...
     if bar:
         bar.close()
     if args.json:
-        _write_json(args.json, {"machine": machine, key: rows})
+        save_json(args.json, {"machine": machine, key: rows})
     print(table(rows))
     return 0
 
@@ -343,7 +335,7 @@ def _bench_suite(args: argparse.Namespace) -> int:
     machine = machine_info(measure=False)
     rows = suite.run(args.suite, repeat=args.repeat)
     if args.json:
-        _write_json(args.json, {"machine": machine, "suite": rows})
+        save_json(args.json, {"machine": machine, "suite": rows})
     print(overhead.table(rows))
     return 0 if all(row.get("status") == "ok" for row in rows) else 1
 
@@ -487,7 +479,7 @@ def run_calibrate(args: argparse.Namespace) -> int:
     data["rms_log_error"] = errors
     if base:
         data = calibrate.extended(base, data, os.path.basename(args.add_to))
-    _write_json(args.out, data)
+    save_json(args.out, data)
     fitted = sum(len(points) for points in cal.points.values())
     print(f"{fitted} candidates fitted from {len(rows)} rows -> {args.out}")
     return 0
