@@ -8,7 +8,7 @@ from __future__ import annotations
 from .checks import Shapes
 from .kernel_args import ExtraArg, Source
 from .registry import Variant
-from .tma import eighth_maps
+from .tma import eighth_maps, l2_promotion
 
 
 def extra_arg(arg: str, v: Variant, p: dict[str, int], shapes: Shapes, arrays: tuple,
@@ -39,9 +39,12 @@ def extra_arg(arg: str, v: Variant, p: dict[str, int], shapes: Shapes, arrays: t
     batched = layout.batch_stride != 0
     stride = layout.batch_stride if batched else layout.ld * outer
     past = small[index] if arg.endswith("_small") else 0  # the small parts' map
+    # A and B K-major: each box line's next 128 bytes are the next phase's (l2_promotion)
+    promote = l2_promotion(k_major=k_contiguous and operand != "c")
     return ExtraArg(Source(operand), offsets[index] + past, (
         x.dtype.name, (inner, outer, count if batched else 1),
-        (layout.ld * item, stride * item), (row, box if k_contiguous else row, 1)))
+        (layout.ld * item, stride * item), (row, box if k_contiguous else row, 1), True,
+        promote))
 
 
 def _eighth_maps(arg: str, v: Variant, p: dict[str, int], shapes: Shapes, arrays: tuple,

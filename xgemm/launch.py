@@ -128,7 +128,7 @@ def _remembered_map(key: tuple, make: Callable[[], Any]) -> Any:
 
 
 def tensor_map(address: int, dtype: str, dims: tuple[int, ...], strides: tuple[int, ...],
-               box: tuple[int, ...], swizzled: bool = True) -> Any:
+               box: tuple[int, ...], swizzled: bool = True, promote: int = 128) -> Any:
     """``xgemm.tma.tensor_map`` as a kernel argument, encoded once per address and
     geometry: a call on the same arrays (a weight, an output the memory pool hands back)
     reuses the map, a map is 128 bytes of host memory, and the driver's encoding is the
@@ -138,13 +138,13 @@ def tensor_map(address: int, dtype: str, dims: tuple[int, ...], strides: tuple[i
         from .tma import tensor_map as encode
 
         try:
-            made = encode(address, dtype, dims, strides, box, swizzled)
+            made = encode(address, dtype, dims, strides, box, swizzled, promote)
         except NoContextError:
             _make_context_current()
-            made = encode(address, dtype, dims, strides, box, swizzled)
+            made = encode(address, dtype, dims, strides, box, swizzled, promote)
         return ByValue(made, made.ctypes.data)
 
-    return _remembered_map((address, dtype, dims, strides, box, swizzled), make)
+    return _remembered_map((address, dtype, dims, strides, box, swizzled, promote), make)
 
 
 def tensor_maps(address: int, geometries: tuple[tuple | None, ...]) -> Any:

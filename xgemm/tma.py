@@ -24,10 +24,8 @@ DATA_TYPES = {"float16": 6, "float32": 7, "bfloat16": 9, "int32": 3,
               "uint8": 0, "int8": 0}  # 8-bit operands: TMA moves bytes (UINT8) whatever they hold
 _SWIZZLE_NONE = 0        # CU_TENSOR_MAP_SWIZZLE_NONE: the box's lines as they lie
 _SWIZZLE_128B = 3        # CU_TENSOR_MAP_SWIZZLE_128B
-#: CU_TENSOR_MAP_L2_PROMOTION_L2_128B. With 256 bytes, rung 14 ran 1520 x 6904 x 9408:TN
-#: (lines 16 bytes past 128) 1.17x slower; 113 random products took 0.99x the time with
-#: 128 (geometric mean), none more than 1.05x longer (small ones, a run's spread)
-_L2_PROMOTION_128B = 2
+#: CU_TENSOR_MAP_L2_PROMOTION_L2_128B and _256B, by the bytes promoted.
+_L2_PROMOTION = {128: 2, 256: 3}
 _INTERLEAVE_NONE = 0
 _OOB_FILL_ZEROS = 0      # CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE: outside the array reads as 0
 #: CUDA_ERROR_INVALID_CONTEXT: a thread that has made no CUDA runtime call has no context
@@ -75,12 +73,26 @@ def _encode():
     return encode
 
 
+def l2_promotion(k_major: bool) -> int:
+    """The bytes a map of an operand promotes to L2 as TMA reads it: 256 where its lines run
+    along K (the next phase's 128 bytes of each line come with this one's), 128 where they
+    run along M or N. 256 on lines along M or N ran 504 x 1012 x 12454:TN 1.13x slower and
+    1520 x 6904 x 9408:TN 1.17x; on lines along K, 128 x 18944 x 3584:NT and 128 x 4096 x
+    14336:NT 0.96x the time (evidence/l2_promotion_*.txt in bench/results/h200).
+
+    >>> l2_promotion(True), l2_promotion(False)
+    (256, 128)
+    """
+    return 256 if k_major else 128
+
+
 def tensor_map(address: int, dtype: str, dims: Sequence[int], strides: Sequence[int],
-               box: Sequence[int], swizzled: bool = True) -> np.ndarray:
+               box: Sequence[int], swizzled: bool = True, promote: int = 128) -> np.ndarray:
     """The tensor map of an array at device ``address``: ``dims`` elements per dimension,
     innermost (contiguous) first; ``strides`` the bytes between consecutive indices of
     every dimension but the first; ``box`` the elements one copy brings, per dimension.
-    Swizzled in 128-byte rows, zeros outside the array.
+    Swizzled in 128-byte rows, zeros outside the array; ``promote`` bytes brought into L2
+    around each line read (128 or 256: :func:`l2_promotion`).
 
     Returns a NumPy array of one 128-byte element, which CuPy passes to a kernel by value
     (a ``const __grid_constant__`` parameter of 128 bytes). RuntimeError with the driver's
@@ -101,7 +113,7 @@ def tensor_map(address: int, dtype: str, dims: Sequence[int], strides: Sequence[
         out.ctypes.data, DATA_TYPES[dtype], rank, address,
         (u64 * rank)(*dims), (u64 * (rank - 1))(*strides), (u32 * rank)(*box),
         (u32 * rank)(*([1] * rank)), _INTERLEAVE_NONE,
-        _SWIZZLE_128B if swizzled else _SWIZZLE_NONE, _L2_PROMOTION_128B,
+        _SWIZZLE_128B if swizzled else _SWIZZLE_NONE, _L2_PROMOTION[promote],
         _OOB_FILL_ZEROS)
     if code == INVALID_CONTEXT:
         raise NoContextError("cuTensorMapEncodeTiled: this thread has no current CUDA context")
