@@ -50,6 +50,28 @@ def test_a_variant_declares_its_extra_arguments():
                 constraints=[], block=("1",), grid=("1",), extra_args=("workspace",))
 
 
+@pytest.mark.parametrize(("layout", "promoted"), [("NT", (256, 256, 128)), ("NN", (256, 128, 128)),
+                                                  ("TN", (128, 128, 128))])
+def test_tensor_maps_promote_256_bytes_only_along_k(layout, promoted):
+    """A's and B's maps whose lines run along K promote 256 bytes to L2 (the next phase's
+    128 bytes of each line come with this one's); maps along M or N, and C's, 128."""
+    import numpy as np
+
+    from xgemm.checks.arguments import Layout, Shapes
+    from xgemm.extras import extra_arg
+
+    v = xgemm.get_variant("wgmma")
+    m, n, k = 256, 512, 1024
+    shapes = Shapes((), m, n, k, (m, n), False, False)
+    a_col, b_col = layout[0] == "T", layout[1] == "T"
+    layouts = (Layout(a_col, m if a_col else k, 0), Layout(b_col, k if b_col else n, 0),
+               Layout(False, n, 0))
+    arrays = tuple(np.empty(1, np.float16) for _ in range(3))  # only their dtype is read
+    args = [extra_arg(name, v, dict(v.defaults), shapes, arrays, layouts, (0, 0, 0), 0, 1,
+                      (0, 0), (0, 0)) for name in v.extra_args]
+    assert tuple(arg.geometry[-1] for arg in args) == promoted
+
+
 def test_choice_is_cached_per_gpu_not_per_device_number():
     """Planning offline as one GPU, then another (``gpu.standing_in``, as the replay tools
     do over files of two GPUs), asks each afresh: device 0 is not the same GPU twice."""
