@@ -244,6 +244,36 @@ def test_gradients_match_pytorch(dtype):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("activation", ACTIVATIONS)
+@pytest.mark.parametrize("mode", ["no_grad", "nothing_requires_grad"])
+def test_a_product_nothing_records_takes_no_graph_node(activation, mode):
+    """Where autograd records nothing (grad mode off, or no operand requiring grad),
+    xgemm.torch.matmul and Linear return the product with the activation fused and no
+    graph node: right against float64, as the recorded product is."""
+    generator = torch.Generator("cuda").manual_seed(4)
+    a, b, bias = (torch.randn(*shape, device="cuda", generator=generator)
+                  for shape in ((3, 37, 96), (96, 72), (72,)))
+    z = a.double() @ b.double() + bias.double()
+    expected = {None: z, "relu": torch.relu(z), "silu": torch.nn.functional.silu(z),
+                "gelu": torch.nn.functional.gelu(z, approximate="tanh")}[activation]
+    layer = xt.Linear(96, 72, activation=activation, device="cuda")
+    with torch.no_grad():
+        layer.weight.copy_(b.T)
+        layer.bias.copy_(bias)
+    if mode == "no_grad":
+        with torch.no_grad():
+            results = [xt.matmul(a, b, bias=bias, activation=activation), layer(a)]
+    else:
+        layer.requires_grad_(False)
+        results = [xt.matmul(a, b, bias=bias, activation=activation), layer(a)]
+    recorded = xt.matmul(a.requires_grad_(), b, bias=bias, activation=activation)
+    for result in [*results, recorded.detach()]:
+        error = ((result.double() - expected).norm() / expected.norm()).item()
+        assert error < TOLERANCE["float64"]["float32"], error
+    assert all(r.grad_fn is None for r in results) and recorded.grad_fn is not None
+
+
+@pytest.mark.gpu
 def test_autocast_casts_as_torch_matmul_does():
     a = torch.randn(8, 16, device="cuda")
     b = torch.randn(16, 4, device="cuda")

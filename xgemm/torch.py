@@ -248,7 +248,19 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, bias: torch.Tensor | None = None
         >>> w.grad.shape  # doctest: +SKIP
         torch.Size([32, 64])
     """
-    name, tiles = _activation_name(activation), _tiles_text(params)
+    name = _activation_name(activation)
+    # Inference on CUDA tensors with nothing to record, cast or trace (a decoder's decode
+    # step, which the host bounds): the product alone, in as few frames as it takes; the
+    # steps below would come to the same call
+    if not params and type(a) is torch.Tensor and a.is_cuda \
+            and forward_ad._current_level < 0 and not torch.is_autocast_enabled("cuda") \
+            and not (torch.is_grad_enabled() and (a.requires_grad or b.requires_grad or (
+                bias is not None and bias.requires_grad))) \
+            and not torch.compiler.is_compiling() \
+            and not torch._C._are_functorch_transforms_active():
+        return api.product(a, b, variant, None, bias=bias,
+                           activation=None if name == "none" else name, precision=precision)
+    tiles = _tiles_text(params)
     # a dual level is open only inside forward_ad.dual_level(): other calls read one int
     if forward_ad._current_level >= 0 and _tangents(a, b, bias):
         raise NotImplementedError(
@@ -310,8 +322,8 @@ class Linear(torch.nn.Linear):
         return new
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return linear(x, self.weight, self.bias, None if self.activation == "none"
-                      else self.activation, variant=self.variant)
+        return matmul(x, self.weight.T, bias=self.bias, activation=None
+                      if self.activation == "none" else self.activation, variant=self.variant)
 
     def extra_repr(self) -> str:
         return super().extra_repr() + (f", activation={self.activation}"
