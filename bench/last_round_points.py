@@ -19,7 +19,6 @@ GPU; --json keeps every row.
 from __future__ import annotations
 
 import argparse
-import json
 
 import torch
 
@@ -28,6 +27,7 @@ from xgemm import gpu
 from xgemm.expressions import cdiv
 from xgemm.timing import scrub_pays
 from xgemm.tools import generalisation, measuring
+from xgemm.tools.bench import save_json
 
 #: Timed calls of each contender (their median is its time).
 REPEAT = 10
@@ -88,8 +88,7 @@ def main() -> None:
               f"{row['auto_ms'] * 1e3:7.1f} " + " ".join(f"{row[n] * 1e3:20.1f}" for n in names),
               flush=True)
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump(rows, f, indent=1)
+        save_json(args.json, rows)
 
 
 if __name__ == "__main__":

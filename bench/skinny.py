@@ -19,7 +19,6 @@ one more than the sizes below: no row of either operand starts on 16 bytes.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 
 import cupy
@@ -27,7 +26,7 @@ import torch
 
 import xgemm
 from xgemm.timing import time_launches
-from xgemm.tools.bench import relative_error
+from xgemm.tools.bench import relative_error, save_json
 from xgemm.tools.machine import measure_copy_bandwidth
 
 ROWS = (1, 4, 8, 16)
@@ -117,8 +116,7 @@ def main() -> None:
               f" {r['big_gbs']:8.0f} {r['big_gbs'] / copy_gbs:6.2f}  {r['skinny_point']}"
               f" ({r['auto']})")
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"copy_gbs": copy_gbs, "rows": rows}, f, indent=1)
+        save_json(args.json, {"copy_gbs": copy_gbs, "rows": rows})
 
 
 if __name__ == "__main__":

@@ -18,7 +18,6 @@ heats slows them all alike); each point's result is first checked against float6
 from __future__ import annotations
 
 import argparse
-import json
 import math
 
 import numpy as np
@@ -28,6 +27,7 @@ import xgemm
 from xgemm.expressions import cdiv
 from xgemm.timing import scrub_pays
 from xgemm.tools import measuring
+from xgemm.tools.bench import save_json
 
 #: 128 x 256 tiles a drawn product has at least: half a round of the H100's 132 SMs.
 MIN_TILES = 66
@@ -99,8 +99,7 @@ def main() -> None:
         print(f"seed {seed}: 4 stages / 3 stages, geomean "
               f"{math.exp(sum(map(math.log, mine)) / len(mine)):.3f}, max {max(mine):.3f}")
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump(rows, f, indent=1)
+        save_json(args.json, rows)
 
 
 if __name__ == "__main__":
