@@ -25,7 +25,7 @@ def test_ladder_order():
                    "tiny_k", "wgmma_inplace", "wgmma_last_round",
                    "wgmma_8bit_last_round", "mma_staged_c", "skinny_async", "wgmma_pingpong",
                    "wgmma_tf32x3", "wgmma_tf32x3_rs", "wgmma_tf32x3_parts", "wgmma_any_ld",
-                   "wgmma_splitk_sum"]
+                   "wgmma_splitk_sum", "wgmma_columns"]
     assert xgemm.DEFAULT_VARIANT == xgemm.AUTO == "auto"
 
 

@@ -62,6 +62,7 @@ class _Asked:
     batch: int
     a_row_major: bool
     scale_vectors: bool
+    b_col_major: bool
 
     def tiles(self, bm: int, bn: int) -> int:
         """Tiles of ``bm`` x ``bn`` in the whole batch's outputs."""
@@ -70,13 +71,15 @@ class _Asked:
 
 def heuristic(m: int, n: int, k: int, dtype: str = "float32", cc: int = 90,
               precision: str | None = None, sms: int = H100_SMS, batch: int = 1,
-              a_row_major: bool = True, scale_vectors: bool = False
-              ) -> tuple[str, dict[str, int]]:
+              a_row_major: bool = True, scale_vectors: bool = False,
+              b_col_major: bool = True) -> tuple[str, dict[str, int]]:
     """The variant ``auto`` uses for a shape nobody tuned, on a GPU of compute capability
     ``cc`` x 10 with ``sms`` multiprocessors, from the H100 measurements in bench/: for
     one 16-bit product of at most 32 rows and K >= 4096 (16 rows and K >= 2048), N >= 1024,
     ``wgmma_rows`` on sm_90
-    (``a_row_major``: A reaches the kernel row-major, in place or copied); for 16-bit
+    (``a_row_major``: A reaches the kernel row-major, in place or copied), and of as few
+    columns, M >= 1024, ``wgmma_columns`` (``b_col_major``: B column-major, or copied so
+    where its ``transpose_first`` says); for 16-bit
     outputs of 2^16 elements or more the tensor cores, ``wgmma`` on sm_90
     (``wgmma_splitk`` for at most 128 rows where its tiles would fill at most half the SMs
     and K >= 4096; ``wgmma_pingpong`` for 256 <= K <= 768 over three waves or more of
@@ -113,6 +116,8 @@ def heuristic(m: int, n: int, k: int, dtype: str = "float32", cc: int = 90,
     32
     >>> [heuristic(m, 4096, 4096, "float16")[0] for m in (16, 64, 256)]
     ['wgmma_rows', 'wgmma_splitk', 'wgmma']
+    >>> heuristic(14336, 8, 4096, "bfloat16")[0]  # few columns: the product turned over
+    'wgmma_columns'
     >>> [heuristic(32, n, 3584, "bfloat16")[1]["BN"] for n in (4096, 14336)]  # 32, 112 tiles
     [64, 128]
     >>> [heuristic(32, 18944, k, "bfloat16")[0] for k in (1024, 3584)]  # 74 tiles 256 wide
@@ -125,7 +130,8 @@ def heuristic(m: int, n: int, k: int, dtype: str = "float32", cc: int = 90,
     >>> [heuristic(m, 384, 12960, "int8")[1]["BM"] for m in (84, 2816)]  # 6 or 132 64 x 128 tiles
     [64, 128]
     """
-    asked = _Asked(m, n, k, dtype, cc, precision, sms, batch, a_row_major, scale_vectors)
+    asked = _Asked(m, n, k, dtype, cc, precision, sms, batch, a_row_major, scale_vectors,
+                   b_col_major)
     for rule in _RULES:
         found = rule(asked)
         if found is not None:
@@ -203,40 +209,50 @@ def _eight_bit_hopper(q: _Asked) -> Pick | None:
 
 
 def _few_rows(q: _Asked) -> Pick | None:
-    """One 16-bit product of a few rows over a long K, A read row-major: rung 17."""
-    m, n, k, dtype, cc, precision, sms, batch = (q.m, q.n, q.k, q.dtype, q.cc, q.precision,
-                                                  q.sms, q.batch)
-    a_row_major, tiles = q.a_row_major, q.tiles
-    rows = get_variant("wgmma_rows")
-    if (dtype in rows.dtypes and rows.runs_on(cc) and precision is None
-            and (m <= 32 and k >= 4096 or m <= 16 and k >= 2048)
-            and n >= 1024 and batch == 1 and a_row_major):
-        # few rows, one product: A's rows as the instruction's n. Below the tiles that
-        # fill the SMs unsplit (next), 64 columns a tile while two blocks a tile fit in
-        # the SMs, K split in two, in four where that leaves under a block per two SMs.
-        # Measured when every such product split K, so some of these now take the unsplit
-        # branch (16 x 11008 x 4096, 1 x 152064 x 3584) (evidence/wgmma_rows.txt, x cuBLAS
-        # against auto's pick before:
-        # 16 x 4096 x 4096 1.00 / 0.89, 1 x 4096 x 4096 0.94 / 0.11, 8 x 4096 x 4096 0.92 /
-        # 0.11, 24 x 4096 x 4096 0.88 / 0.81, 16 x 11008 x 4096 0.87 / 0.81 on 128 columns,
-        # 16 x 1024 x 4096 0.96 / 0.07 in four; K = 1024 and batches ran slower). Down to
-        # K = 2048 for at most 16 rows: 0.62-1.02x the time of auto's pick before on 38
-        # products (1 x 152064 x 3584:NT 598 -> 374 us, cuBLAS 391), where 32 rows ran
-        # 0.98-1.13x below K = 4096 (evidence/wgmma_rows_shorter_k_f93561f.txt)
-        bm = 16 if m <= 16 else 32
-        # Where the tiles (64 columns; 128 for 17-32 rows) fill three quarters of the SMs,
-        # K is not split: the split's hand-in through L2 and the tail it leaves cost more
-        # than the SMs it fills (evidence/wgmma_rows_one_split.txt, kernel us against two
-        # splits: 1 x 14336 x 4096:NT 57.2 -> 54.6, cuBLAS 54.2; 1 x 18944 x 3584:NT 67.4
-        # -> 63.1; 8 x 128256 x 4096:NT 387 -> 368; 32 x 14336 x 4096:NT 59.5 -> 56.1 on
-        # 32 x 128; 1 x 4096 x 14336 in 64 tiles 52.9 -> 57.4, so it keeps its split)
-        wide = 64 if bm == 16 else 128
-        if 4 * tiles(bm, wide) >= 3 * sms:
-            return rows.name, {**rows.defaults, "BM": bm, "BN": wide, "SPLITS": 1}
-        bn = 64 if 2 * tiles(bm, 64) <= sms else 128
-        return rows.name, {**rows.defaults, "BM": bm, "BN": bn,
-                           "SPLITS": 2 if 4 * tiles(bm, bn) >= sms else 4}
-    return None
+    """One 16-bit product of a few rows over a long K, A read row-major: rung 17; of a few
+    columns, B read column-major: rung 36, rung 17 on the product turned over (C^T = B^T
+    A^T), whose rows are those columns."""
+    k, dtype, cc, precision, sms = q.k, q.dtype, q.cc, q.precision, q.sms
+    for few, many, name, readable in ((q.m, q.n, "wgmma_rows", q.a_row_major),
+                                      (q.n, q.m, "wgmma_columns", q.b_col_major)):
+        rows = get_variant(name)
+        if (dtype in rows.dtypes and rows.runs_on(cc) and precision is None
+                and (few <= 32 and k >= 4096 or few <= 16 and k >= 2048)
+                and many >= 1024 and q.batch == 1 and readable):
+            break
+    else:
+        return None
+
+    def tiles(bm: int, bn: int) -> int:  # the walked product's: BM of its few rows by BN
+        return cdiv(few, bm) * cdiv(many, bn)
+
+    # few rows (columns), one product: A's rows (B's columns) as the instruction's n;
+    # the thresholds are the rows' below, taken over for columns (the same kernel, the
+    # product turned over: evidence/few_columns_*.txt). Below the tiles that
+    # fill the SMs unsplit (next), 64 columns a tile while two blocks a tile fit in
+    # the SMs, K split in two, in four where that leaves under a block per two SMs.
+    # Measured when every such product split K, so some of these now take the unsplit
+    # branch (16 x 11008 x 4096, 1 x 152064 x 3584) (evidence/wgmma_rows.txt, x cuBLAS
+    # against auto's pick before:
+    # 16 x 4096 x 4096 1.00 / 0.89, 1 x 4096 x 4096 0.94 / 0.11, 8 x 4096 x 4096 0.92 /
+    # 0.11, 24 x 4096 x 4096 0.88 / 0.81, 16 x 11008 x 4096 0.87 / 0.81 on 128 columns,
+    # 16 x 1024 x 4096 0.96 / 0.07 in four; K = 1024 and batches ran slower). Down to
+    # K = 2048 for at most 16 rows: 0.62-1.02x the time of auto's pick before on 38
+    # products (1 x 152064 x 3584:NT 598 -> 374 us, cuBLAS 391), where 32 rows ran
+    # 0.98-1.13x below K = 4096 (evidence/wgmma_rows_shorter_k_f93561f.txt)
+    bm = 16 if few <= 16 else 32
+    # Where the tiles (64 columns; 128 for 17-32 rows) fill three quarters of the SMs,
+    # K is not split: the split's hand-in through L2 and the tail it leaves cost more
+    # than the SMs it fills (evidence/wgmma_rows_one_split.txt, kernel us against two
+    # splits: 1 x 14336 x 4096:NT 57.2 -> 54.6, cuBLAS 54.2; 1 x 18944 x 3584:NT 67.4
+    # -> 63.1; 8 x 128256 x 4096:NT 387 -> 368; 32 x 14336 x 4096:NT 59.5 -> 56.1 on
+    # 32 x 128; 1 x 4096 x 14336 in 64 tiles 52.9 -> 57.4, so it keeps its split)
+    wide = 64 if bm == 16 else 128
+    if 4 * tiles(bm, wide) >= 3 * sms:
+        return rows.name, {**rows.defaults, "BM": bm, "BN": wide, "SPLITS": 1}
+    bn = 64 if 2 * tiles(bm, 64) <= sms else 128
+    return rows.name, {**rows.defaults, "BM": bm, "BN": bn,
+                       "SPLITS": 2 if 4 * tiles(bm, bn) >= sms else 4}
 
 
 def _hopper(q: _Asked) -> Pick | None:

@@ -20,6 +20,12 @@ from .registry import Variant, get_variant
 from .specs import DTYPES, EIGHT_BIT
 from .tma import ALIGNMENT as TMA_ALIGNMENT
 
+#: Columns of C (rows, for B) up to which a TMA rung does not pad A (B) for a product of
+#: any size: the operand is then nearly all the bytes the product moves, and its padded copy
+#: reads and writes it once more (rung 36 on 14977 x 22 x 4942:NT and 15921 x 8 x 9797:NT,
+#: A padded: 0.60x and 0.78x cuBLAS, where rung 34 and 22 read it in place at 0.86x and 1.37x;
+#: evidence/few_columns_*.txt).
+FEW_LINES = 32
 #: How much faster the cost model must price its pick than the rules' pick to replace it,
 #: for one product: 10%. With the padded copies priced as the driver makes them, 10% and
 #: none picked alike on the calibration's sample and on seeds it was not fitted to, and
@@ -59,14 +65,16 @@ def ruled(mats: tuple, layouts: list, shapes: Shapes, dtype: str, device: int,
                 if k * mats[i].itemsize % TMA_ALIGNMENT:
                     return False
             elif (not tma_reads(v, name, mats[i].data.ptr, layouts[i], mats[i].itemsize)
-                  and m * n * k < TMA_PADDING_PAYS):  # larger: the plan pads a copy
+                  and (m * n * k < TMA_PADDING_PAYS  # larger: the plan pads a copy,
+                       or (n, m)[i] <= FEW_LINES)):  # unless the operand is all the product
                 return False
         return True
 
     picks: list[Callable[[], tuple[str, dict]]] = [
         lambda: choose(m, n, k, dtype, device, precision, count),
         lambda: heuristic(m, n, k, dtype, cc, precision, sms, count,
-                          a_row_major=read[0] == "row" or copyable[0]),
+                          a_row_major=read[0] == "row" or copyable[0],
+                          b_col_major=read[1] == "col"),
         lambda: heuristic(m, n, k, dtype, min(cc, 89), precision, sms, count),  # no TMA
         lambda: heuristic(m, n, k, dtype, min(cc, 89), None, sms, count)]  # no TMA or TF32
     for first, pick in enumerate(picks):  # noqa: B007  (first is read after the loop)

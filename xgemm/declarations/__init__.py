@@ -36,5 +36,6 @@ multicast (within 1%), C stored one value at a time.
 from . import cuda_cores  # noqa: F401, I001
 from . import tensor_cores  # noqa: F401
 from . import regimes  # noqa: F401
+from . import turned  # noqa: F401
 from ..memory_bound import declarations as _memory_bound  # noqa: F401
 from . import grouped  # noqa: F401

@@ -1,4 +1,4 @@
-"""Rungs 18-28 and 31-34: 8-bit operands, and the regimes the large squares leave out: few
+"""Rungs 18-28 and 31-35: 8-bit operands, and the regimes the large squares leave out: few
 rows or columns, tiny K, rows TMA cannot read, a ragged last round, C staged in shared
 memory, short K (two consumers taking turns); float32's accuracy on the TF32 tensor cores.
 """
