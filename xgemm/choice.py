@@ -228,7 +228,7 @@ def _few_rows(q: _Asked) -> Pick | None:
 
     # few rows (columns), one product: A's rows (B's columns) as the instruction's n;
     # the thresholds are the rows' below, taken over for columns (the same kernel, the
-    # product turned over: evidence/few_columns_*.txt). Below the tiles that
+    # product turned over: evidence/few_columns_b961ba1.txt). Below the tiles that
     # fill the SMs unsplit (next), 64 columns a tile while two blocks a tile fit in
     # the SMs, K split in two, in four where that leaves under a block per two SMs.
     # Measured when every such product split K, so some of these now take the unsplit

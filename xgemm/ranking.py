@@ -24,7 +24,7 @@ from .tma import ALIGNMENT as TMA_ALIGNMENT
 #: any size: the operand is then nearly all the bytes the product moves, and its padded copy
 #: reads and writes it once more (rung 36 on 14977 x 22 x 4942:NT and 15921 x 8 x 9797:NT,
 #: A padded: 0.60x and 0.78x cuBLAS, where rung 34 and 22 read it in place at 0.86x and 1.37x;
-#: evidence/few_columns_*.txt).
+#: evidence/few_columns_b961ba1.txt).
 FEW_LINES = 32
 #: How much faster the cost model must price its pick than the rules' pick to replace it,
 #: for one product: 10%. With the padded copies priced as the driver makes them, 10% and

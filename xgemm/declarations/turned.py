@@ -9,9 +9,9 @@ from ..registry import get_variant, register
 # The same points, constraints and ring; the tile and grid count C's columns by BM and its
 # rows by BN. auto runs it by its rule alone (choice._few_rows) and weighs no candidate of
 # it: priced by rung 17's constants on C^T, it lost to rung 14's wide tiles, which the model
-# prices at half what they take over a few columns (evidence/few_columns_*.txt). B is read as B^T's
-# rows (column-major, K-major): a row-major B is copied first where A is large (few columns,
-# a small copy), as rung 17 copies a column-major A.
+# prices at half what they take over a few columns (evidence/few_columns_b961ba1.txt). B is
+# read as B^T's rows (column-major, K-major): a row-major B is copied first where A is large
+# (few columns, a small copy), as rung 17 copies a column-major A.
 _ROWS = get_variant("wgmma_rows")
 register(dataclasses.replace(
     _ROWS,
@@ -28,6 +28,6 @@ register(dataclasses.replace(
     # the copy's launch and host time are paid back only over a large A: 2^25 values and
     # more (4096 x 14336 and 14336 x 4096 ran 0.95-1.40x cuBLAS a call, 4096 x 4096 and
     # 2048 x 2048 0.53-0.81x where rung 22 or 14 unturned ran 0.94-1.19x;
-    # evidence/few_columns_*.txt); below, auto reads such a B with another rung
+    # evidence/few_columns_b961ba1.txt); below, auto reads such a B with another rung
     transpose_first={"b": ("col", "M * K >= 2**25")},
 ))
