@@ -31,14 +31,10 @@ if [ "${GPUS:-1}" -gt 1 ]; then
   shards=$((4 * GPUS))
   python3 -m pytest -q -p no:cacheprovider -m gpu --co ${PYTEST_ARGS:-} 2>/dev/null \
     | grep "::" > "$OUT/ids.txt"
-  python3 - "$OUT" "$shards" <<'PY'
-import sys
-out, shards = sys.argv[1], int(sys.argv[2])
-ids = [line for line in open(f"{out}/ids.txt").read().splitlines() if line]
-for s in range(shards):
-    open(f"{out}/shard{s}.txt", "w").write("\n".join(ids[s::shards]) + "\n")
-print(f"{len(ids)} tests in {shards} shards")
-PY
+  for s in $(seq 0 $((shards - 1))); do
+    awk -v n="$shards" -v s="$s" '(NR - 1) % n == s' "$OUT/ids.txt" > "$OUT/shard$s.txt"
+  done
+  echo "$(wc -l < "$OUT/ids.txt") tests in $shards shards"
   for s in $(seq 0 $((shards - 1))); do
     ( CUDA_VISIBLE_DEVICES=$((s % GPUS)) python3 -c "import pytest, sys; sys.exit(pytest.main(
         ['-q', '-p', 'no:cacheprovider', '-m', 'gpu', '-rs'] + open(sys.argv[1]).read().splitlines()))" \

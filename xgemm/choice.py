@@ -78,8 +78,9 @@ def heuristic(m: int, n: int, k: int, dtype: str = "float32", cc: int = 90,
     one 16-bit product of at most 32 rows and K >= 4096 (16 rows and K >= 2048), N >= 1024,
     ``wgmma_rows`` on sm_90
     (``a_row_major``: A reaches the kernel row-major, in place or copied), and of as few
-    columns, M >= 1024, ``wgmma_columns`` (``b_col_major``: B column-major, or copied so
-    where its ``transpose_first`` says); for 16-bit
+    columns, M >= 1024, ``wgmma_columns`` (``b_col_major``: B lies column-major; a row-major
+    B only the first pick, which knows no layout, takes to it, copied where its
+    ``transpose_first`` says); for 16-bit
     outputs of 2^16 elements or more the tensor cores, ``wgmma`` on sm_90
     (``wgmma_splitk`` for at most 128 rows where its tiles would fill at most half the SMs
     and K >= 4096; ``wgmma_pingpong`` for 256 <= K <= 768 over three waves or more of
