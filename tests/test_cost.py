@@ -38,6 +38,11 @@ UNMEASURED = {"h100.json": {
         "STAGES=2", "SPLITS=4,STAGES=2", "SPLITS=8,STAGES=2", "SPLITS=4,STAGES=2,WARPS=2")}
     | {f"skinny_ring:BM=16,{side}{point}" for side in ("", "FEW_COLUMNS=1,")
        for point in ("STAGES=2", "SPLITS=4,STAGES=2")}}
+#: rung 36's points, not yet timed on either GPU
+UNMEASURED["h100.json"] |= {f"wgmma_columns:{point}" for point in (
+    "BN=64", "", "SPLITS=4", "BM=32", "BN=64,SPLITS=4", "BN=64,SPLITS=1", "BM=32,SPLITS=1")}
+UNMEASURED["h200.json"] = UNMEASURED["h100.json"] - {
+    p for p in UNMEASURED["h100.json"] if p.startswith("skinny_ring")}
 
 
 @pytest.mark.parametrize("path", sorted(cost.CALIBRATION_DIR.glob("*.json")),
@@ -71,7 +76,7 @@ def test_the_h200_calibration_is_the_h100s_with_the_points_it_lacks():
             assert {p: c for p, c in h200[table][key].items() if p in entries} == entries
     added = {p for key in h200["points"] for p in h200["points"][key]} - {
         p for key in h100["points"] for p in h100["points"][key]}
-    assert added == UNMEASURED["h100.json"]
+    assert added == UNMEASURED["h100.json"] - UNMEASURED["h200.json"]
     assert {k: h200[k] for k in ("bandwidth", "copy_launch", "call_host", "copy_host")} == {
         k: h100[k] for k in ("bandwidth", "copy_launch", "call_host", "copy_host")}
 

@@ -7,9 +7,10 @@ import dataclasses
 from ..registry import get_variant, register
 
 # The same points, constraints and ring; the tile and grid count C's columns by BM and its
-# rows by BN. auto runs it by its rule alone (choice._few_rows) and weighs no candidate of
-# it: priced by rung 17's constants on C^T, it lost to rung 14's wide tiles, which the model
-# prices at half what they take over a few columns (evidence/few_columns_b961ba1.txt). B is
+# rows by BN. Its candidates are rung 17's and the two unsplit points its rule takes
+# (choice._few_rows), timed on their own: priced by rung 17's constants on C^T, it lost to
+# rung 14's wide tiles, which the model priced at half what they take over a few columns
+# (evidence/few_columns_b961ba1.txt). B is
 # read as B^T's rows (column-major, K-major): a row-major B is copied first where A is large
 # (few columns, a small copy), as rung 17 copies a column-major A.
 _ROWS = get_variant("wgmma_rows")
@@ -19,7 +20,7 @@ register(dataclasses.replace(
     template="gemm/36_wgmma_columns.cu.j2",
     adds="rung 17 for few columns: the product turned over (C^T = B^T A^T), B's columns the"
          " instruction's n, C stored transposed",
-    candidates=[],
+    candidates=[*_ROWS.candidates, {"BN": 64, "SPLITS": 1}, {"BM": 32, "SPLITS": 1}],
     grid=("min(max(1, SMS // (BATCH * SPLITS)), cdiv(N, BM) * cdiv(M, BN))", "1"),
     tile_shape=("BN", "BM", "128 // BYTES"),
     tma_boxes={"a": "BN", "b": "BM"},

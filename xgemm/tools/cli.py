@@ -78,6 +78,9 @@ def parser() -> argparse.ArgumentParser:
     bench.add_argument("--max-n", type=int, default=None,
                        help="--suite random: draw N from --min-dim to this, unrounded (with "
                             "--max-m and --min-k, a stratum of few tiles over long K)")
+    bench.add_argument("--min-m", type=int, default=None,
+                       help="--suite random: draw M from this up (with --max-n, a stratum "
+                            "of few columns under many rows for calibration: 1024 and 32)")
     bench.add_argument("--multiple", type=int, default=1,
                        help="--suite random: round M, N and K up to multiples of this (a "
                             "stratum of aligned shapes for calibration: 16)")

@@ -202,7 +202,7 @@ def _bench_generalisation(args: argparse.Namespace) -> int:
             or args.csv or args.plot or args.roofline:
         _usage_error(f"--suite {args.suite} draws its own cases; it takes --dtype, "
                      "--precision, --seed, --count, --min-dim, --min-k, --max-k, --max-m, "
-                     "--max-n, --multiple, "
+                     "--max-n, --min-m, --multiple, "
                      "--no-regret, --repeat and --json")
     if args.precision and args.dtype not in (None, "float32"):
         _usage_error(f"--precision {args.precision} is for float32: leave out --dtype "
@@ -212,9 +212,9 @@ def _bench_generalisation(args: argparse.Namespace) -> int:
                                        or args.min_dim != 1 or args.max_k is not None
                                        or args.min_k is not None
                                        or args.max_m is not None or args.max_n is not None
-                                       or args.multiple != 1):
+                                       or args.min_m is not None or args.multiple != 1):
         _usage_error(f"--dtype {part} runs --suite random only, without --precision, "
-                     "--min-dim, --min-k, --max-k, --max-m, --max-n or --multiple")
+                     "--min-dim, --min-k, --max-k, --max-m, --max-n, --min-m or --multiple")
     if args.multiple < 1:
         _usage_error(f"--multiple {args.multiple}: give a positive multiple (1: as drawn)")
     if args.min_k is not None and not 1 <= args.min_k <= (args.max_k or args.min_k):
@@ -223,6 +223,8 @@ def _bench_generalisation(args: argparse.Namespace) -> int:
         _usage_error(f"--max-m {args.max_m}: give a count of rows from --min-dim up")
     if args.max_n is not None and args.max_n < max(1, args.min_dim):
         _usage_error(f"--max-n {args.max_n}: give a count of columns from --min-dim up")
+    if args.min_m is not None and args.min_m < max(1, args.min_dim):
+        _usage_error(f"--min-m {args.min_m}: give a count of rows from --min-dim up")
     os.environ["CUPY_TF32"] = "1" if part == "tf32" else "0"
     if not need_gpu("bench"):
         return 2
@@ -236,7 +238,7 @@ def _bench_generalisation(args: argparse.Namespace) -> int:
     elif args.suite == "random":
         draw = {"seed": args.seed, "count": args.count, "min_dim": args.min_dim,
                 "max_k": args.max_k, "multiple": args.multiple, "max_m": args.max_m,
-                "min_k": args.min_k, "max_n": args.max_n}
+                "min_k": args.min_k, "max_n": args.max_n, "min_m": args.min_m}
         cases = generalisation.random_cases(**draw)
         seed = args.seed
     else:

@@ -56,7 +56,8 @@ EIGHT_BIT_PARTS = ("float8", "int8")
 def random_cases(seed: int, count: int = 36, cap: int = FLOP_CAP, floor: int = FLOP_FLOOR,
                  max_dim: int = MAX_DIM, min_dim: int = 1, max_k: int | None = None,
                  multiple: int = 1, max_m: int | None = None,
-                 min_k: int | None = None, max_n: int | None = None) -> list[Product]:
+                 min_k: int | None = None, max_n: int | None = None,
+                 min_m: int | None = None) -> list[Product]:
     """``count`` products drawn with ``numpy.random.default_rng(seed)``: M, N and K
     log-uniform over [min_dim, max_dim] (rounded to the nearest integer; K over
     [1, max_k] where ``max_k`` is given: a stratum of tiny-K products for calibration;
@@ -66,7 +67,8 @@ def random_cases(seed: int, count: int = 36, cap: int = FLOP_CAP, floor: int = F
     ``floor`` floating-point operations is drawn again. Where ``max_m`` is given, M is
     drawn over [min_dim, max_m] and left as drawn (a stratum of few rows: a decode step's
     tokens, against a model's aligned N and K); ``max_n`` does the same for N (with
-    ``max_m`` and ``min_k``: outputs of few tiles over a long K).
+    ``max_m`` and ``min_k``: outputs of few tiles over a long K); ``min_m`` draws M over
+    [min_m, max_dim] (with ``max_n``: a stratum of few columns under many rows).
     The same seed gives the same sample on every machine.
 
     >>> random_cases(1, 2) == random_cases(1, 2)
@@ -79,6 +81,8 @@ def random_cases(seed: int, count: int = 36, cap: int = FLOP_CAP, floor: int = F
     True
     >>> all(32 <= c.m <= 300 and 32 <= c.n <= 300 and c.k >= 4096
     ...     for c in random_cases(1, 4, min_dim=32, max_m=300, max_n=300, min_k=4096))
+    True
+    >>> all(c.m >= 1024 and c.n <= 32 for c in random_cases(1, 4, max_n=32, min_m=1024))
     True
     """
     import numpy as np
@@ -95,6 +99,8 @@ def random_cases(seed: int, count: int = 36, cap: int = FLOP_CAP, floor: int = F
             draw = rng.uniform([low, low, k_low], [high, high, k_high])
         if max_m is not None:
             draw[0] = rng.uniform(low, math.log(max_m))
+        if min_m is not None:
+            draw[0] = rng.uniform(math.log(min_m), high)
         if max_n is not None:
             draw[1] = rng.uniform(low, math.log(max_n))
         m, n, k = (-(-int(round(math.exp(x))) // multiple) * multiple for x in draw)
