@@ -38,7 +38,8 @@ UNMEASURED = {"h100.json": {
         "STAGES=2", "SPLITS=4,STAGES=2", "SPLITS=8,STAGES=2", "SPLITS=4,STAGES=2,WARPS=2")}
     | {f"skinny_ring:BM=16,{side}{point}" for side in ("", "FEW_COLUMNS=1,")
        for point in ("STAGES=2", "SPLITS=4,STAGES=2")}}
-#: rung 36's points, not yet timed on either GPU
+#: rung 36's points: timed on the H200's stratum of few columns, priced on neither GPU (auto
+#: runs rung 36 by its rule: evidence/few_columns_rule_7361c2f.txt)
 UNMEASURED["h100.json"] |= {f"wgmma_columns:{point}" for point in (
     "BN=64", "", "SPLITS=4", "BM=32", "BN=64,SPLITS=4", "BN=64,SPLITS=1", "BM=32,SPLITS=1")}
 UNMEASURED["h200.json"] = UNMEASURED["h100.json"] - {

@@ -149,6 +149,27 @@ def test_heuristic_sizes_tiles_by_the_gpus_multiprocessors():
     assert heuristic(64, 4096, 2048, "float16", 90, sms=132)[0] == "wgmma"  # shorter K
 
 
+
+def test_few_columns_take_rung_36_from_a_shorter_k_and_one_tile_an_sm():
+    """Few columns with B column-major: rung 36 from K = 1024 (few rows keep 2048 and
+    4096), unsplit below the rows' thresholds; 32 x 128 tiles where tiles of 64 rows would
+    take more than a round of the SMs."""
+    from xgemm.choice import heuristic
+
+    def point(m: int, n: int, k: int, **kw) -> tuple:
+        name, params = heuristic(m, n, k, "bfloat16", 90, sms=132, **kw)
+        return name, params.get("BM"), params.get("BN"), params.get("SPLITS")
+
+    assert point(6648, 7, 1720, b_col_major=True) == ("wgmma_columns", 16, 64, 1)
+    assert point(2376, 32, 1080, b_col_major=True) == ("wgmma_columns", 16, 64, 1)
+    assert point(7, 6648, 1720)[0] != "wgmma_rows"  # rows: from 2048
+    assert point(6648, 7, 1000, b_col_major=True)[0] != "wgmma_columns"
+    # 150 tiles of 64 rows: one of 128 an SM; 132 tiles of 64 stay
+    assert point(9576, 9, 5496, b_col_major=True) == ("wgmma_columns", 32, 128, 1)
+    assert point(9384, 8, 1696, b_col_major=True) == ("wgmma_columns", 32, 128, 1)
+    assert point(8448, 8, 9184, b_col_major=True) == ("wgmma_columns", 16, 64, 1)
+    assert point(9576, 9, 5496, b_col_major=False)[0] != "wgmma_columns"  # B row-major
+
 def test_a_variant_declares_which_operands_auto_transposes_first():
     v = xgemm.get_variant("pipelined")
     p = v.resolve({"BM": 64, "BN": 128, "WM": 32, "WN": 64, "STAGES": 2})

@@ -22,6 +22,11 @@ H100_SMS = 132
 TMA_PADDING_PAYS = 10**9
 
 
+#: K from which a 16-bit product of at most 32 columns over 1024 rows or more, B read
+#: column-major, takes rung 36 (few rows keep 2048 and 4096: 32 rows ran 0.98-1.13x slower
+#: there below 4096). Read off a stratum of few columns (bf16 seed 1, K from 1024): rung 36
+#: was the fastest candidate on every such product it could read.
+COLUMNS_MIN_K = 1024
 #: K from which an 8-bit product with scale vectors keeps rung 18's 128 x 256 tiles.
 SCALED_LONG_K = 1024
 #: Rows (or columns) of C up to which an 8-bit product takes rung 20, where K is as
@@ -217,8 +222,10 @@ def _few_rows(q: _Asked) -> Pick | None:
     for few, many, name, readable in ((q.m, q.n, "wgmma_rows", q.a_row_major),
                                       (q.n, q.m, "wgmma_columns", q.b_col_major)):
         rows = get_variant(name)
+        columns = name == "wgmma_columns"
         if (dtype in rows.dtypes and rows.runs_on(cc) and precision is None
-                and (few <= 32 and k >= 4096 or few <= 16 and k >= 2048)
+                and (few <= 32 and k >= (COLUMNS_MIN_K if columns else 4096)
+                     or few <= 16 and k >= 2048)
                 and many >= 1024 and q.batch == 1 and readable):
             break
     else:
@@ -227,6 +234,12 @@ def _few_rows(q: _Asked) -> Pick | None:
     def tiles(bm: int, bn: int) -> int:  # the walked product's: BM of its few rows by BN
         return cdiv(few, bm) * cdiv(many, bn)
 
+    if columns and not (few <= 16 and k >= 2048 or k >= 4096):
+        # Few columns over a K the rows' thresholds below leave out (1024 up): rung 36
+        # unsplit ran fastest of every rung timed on each such product of a stratum of
+        # few columns (bf16 seed 1: 6648 x 7 x 1720:NT 1.50x faster than auto's rung 14
+        # then, 2328 x 19 x 3120:NT 1.15x, 2376 x 32 x 1080:NT 1.04x), 16 columns a tile
+        return name, _unsplit_columns(rows.defaults, tiles(16, 64), sms)
     # few rows (columns), one product: A's rows (B's columns) as the instruction's n;
     # the thresholds are the rows' below, taken over for columns (the same kernel, the
     # product turned over: evidence/few_columns_b961ba1.txt). Below the tiles that
@@ -250,10 +263,23 @@ def _few_rows(q: _Asked) -> Pick | None:
     # 32 x 128; 1 x 4096 x 14336 in 64 tiles 52.9 -> 57.4, so it keeps its split)
     wide = 64 if bm == 16 else 128
     if 4 * tiles(bm, wide) >= 3 * sms:
+        if columns and bm == 16:
+            return name, _unsplit_columns(rows.defaults, tiles(16, 64), sms)
         return rows.name, {**rows.defaults, "BM": bm, "BN": wide, "SPLITS": 1}
     bn = 64 if 2 * tiles(bm, 64) <= sms else 128
     return rows.name, {**rows.defaults, "BM": bm, "BN": bn,
                        "SPLITS": 2 if 4 * tiles(bm, bn) >= sms else 4}
+
+
+def _unsplit_columns(defaults: dict[str, int], tiles_of_64: int, sms: int) -> dict[str, int]:
+    """Rung 36 unsplit: 16 columns by 64 rows a tile, or 32 by 128 where tiles of 64 rows
+    take more than a round of the SMs (the stratum of few columns, bf16 seed 1: 9576 x 9 x
+    5496:NT 1.20x faster so, 14432 x 16 x 14560:NT 1.01x; a round or less kept 64 rows:
+    8408 x 8 x 9184:NT 1.03x faster, 6648 x 7 x 1720:NT 1.06x): each SM then walks one
+    tile, whose ring fills once, not two."""
+    if tiles_of_64 > sms:
+        return {**defaults, "BM": 32, "BN": 128, "SPLITS": 1}
+    return {**defaults, "BM": 16, "BN": 64, "SPLITS": 1}
 
 
 def _hopper(q: _Asked) -> Pick | None:

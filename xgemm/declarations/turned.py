@@ -8,11 +8,13 @@ from ..registry import get_variant, register
 
 # The same points, constraints and ring; the tile and grid count C's columns by BM and its
 # rows by BN. Its candidates are rung 17's and the two unsplit points its rule takes
-# (choice._few_rows), timed on their own: priced by rung 17's constants on C^T, it lost to
-# rung 14's wide tiles, which the model priced at half what they take over a few columns
-# (evidence/few_columns_b961ba1.txt). B is
-# read as B^T's rows (column-major, K-major): a row-major B is copied first where A is large
-# (few columns, a small copy), as rung 17 copies a column-major A.
+# (choice._few_rows): regret runs time them, but no calibration prices them, so auto runs
+# rung 36 by its rule alone. Priced (fitted on a stratum of few columns, or as rung 17 on
+# C^T), the model replaced the rule's picks by rung 14's wide tiles, which it prices at
+# about half what they take over a few columns (evidence/few_columns_b961ba1.txt,
+# few_columns_rule_7361c2f.txt). B is read as B^T's rows (column-major, K-major): a
+# row-major B is copied first where A is large (few columns, a small copy), as rung 17
+# copies a column-major A.
 _ROWS = get_variant("wgmma_rows")
 register(dataclasses.replace(
     _ROWS,
