@@ -120,7 +120,7 @@ def test_heuristic_sizes_tiles_by_the_gpus_multiprocessors():
     assert heuristic(16, 4096, 4096, "float16", 90, sms=16)[1]["SPLITS"] == 1  # 64 tiles, 16 SMs
     assert heuristic(16, 1024, 4096, "float16", 90, sms=132)[1]["SPLITS"] == 4
     # where its tiles of 64 columns (32 rows: 128) fill three quarters of the SMs, no split
-    name, params = heuristic(1, 14336, 4096, "bfloat16", 90, sms=132)
+    name, params = heuristic(1, 18944, 3584, "bfloat16", 90, sms=132)
     assert (name, params["BM"], params["BN"], params["SPLITS"]) == ("wgmma_rows", 16, 64, 1)
     assert {k: heuristic(32, 14336, 4096, "bfloat16", 90, sms=132)[1][k]
             for k in ("BM", "BN", "SPLITS")} == {"BM": 32, "BN": 128, "SPLITS": 1}
@@ -150,10 +150,10 @@ def test_heuristic_sizes_tiles_by_the_gpus_multiprocessors():
 
 
 
-def test_few_columns_take_rung_36_from_a_shorter_k_and_one_tile_an_sm():
+def test_few_columns_take_rung_36_from_a_shorter_k_and_unsplit_tiles_by_rounds():
     """Few columns with B column-major: rung 36 from K = 1024 (few rows keep 2048 and
-    4096), unsplit below the rows' thresholds; 32 x 128 tiles where tiles of 64 rows would
-    take more than a round of the SMs."""
+    4096), unsplit below the rows' thresholds. Unsplit, rungs 17 and 36 take 128-wide
+    tiles where those leave the busiest SM no more to walk than 64-wide ones."""
     from xgemm.choice import heuristic
 
     def point(m: int, n: int, k: int, **kw) -> tuple:
@@ -164,11 +164,14 @@ def test_few_columns_take_rung_36_from_a_shorter_k_and_one_tile_an_sm():
     assert point(2376, 32, 1080, b_col_major=True) == ("wgmma_columns", 16, 64, 1)
     assert point(7, 6648, 1720)[0] != "wgmma_rows"  # rows: from 2048
     assert point(6648, 7, 1000, b_col_major=True)[0] != "wgmma_columns"
-    # 150 tiles of 64 rows: one of 128 an SM; 132 tiles of 64 stay
-    assert point(9576, 9, 5496, b_col_major=True) == ("wgmma_columns", 32, 128, 1)
-    assert point(9384, 8, 1696, b_col_major=True) == ("wgmma_columns", 32, 128, 1)
-    assert point(8448, 8, 9184, b_col_major=True) == ("wgmma_columns", 16, 64, 1)
     assert point(9576, 9, 5496, b_col_major=False)[0] != "wgmma_columns"  # B row-major
+    # 150 tiles of 64 (two rounds of 132 SMs) against 75 of 128 (one): 128
+    assert point(9576, 9, 5496, b_col_major=True) == ("wgmma_columns", 16, 128, 1)
+    assert point(9, 9576, 5496) == ("wgmma_rows", 16, 128, 1)
+    assert point(6368, 25, 3328, b_col_major=True) == ("wgmma_columns", 32, 128, 1)
+    # 132 tiles of 64 (one round); 296 (three rounds) against 148 of 128 (two): 64
+    assert point(8448, 8, 9184, b_col_major=True) == ("wgmma_columns", 16, 64, 1)
+    assert point(18944, 1, 3584, b_col_major=True) == ("wgmma_columns", 16, 64, 1)
 
 def test_a_variant_declares_which_operands_auto_transposes_first():
     v = xgemm.get_variant("pipelined")

@@ -239,7 +239,11 @@ def _few_rows(q: _Asked) -> Pick | None:
         # unsplit ran fastest of every rung timed on each such product of a stratum of
         # few columns (bf16 seed 1: 6648 x 7 x 1720:NT 1.50x faster than auto's rung 14
         # then, 2328 x 19 x 3120:NT 1.15x, 2376 x 32 x 1080:NT 1.04x), 16 columns a tile
-        return name, _unsplit_columns(rows.defaults, tiles(16, 64), sms)
+        # (32 for 17-32 columns where 128-wide tiles are taken: next)
+        wide_bm = 16 if few <= 16 else 32
+        if _deep_tiles_pay(tiles(16, 64), tiles(wide_bm, 128), sms):
+            return name, {**rows.defaults, "BM": wide_bm, "BN": 128, "SPLITS": 1}
+        return name, {**rows.defaults, "BM": 16, "BN": 64, "SPLITS": 1}
     # few rows (columns), one product: A's rows (B's columns) as the instruction's n;
     # the thresholds are the rows' below, taken over for columns (the same kernel, the
     # product turned over: evidence/few_columns_b961ba1.txt). Below the tiles that
@@ -263,23 +267,28 @@ def _few_rows(q: _Asked) -> Pick | None:
     # 32 x 128; 1 x 4096 x 14336 in 64 tiles 52.9 -> 57.4, so it keeps its split)
     wide = 64 if bm == 16 else 128
     if 4 * tiles(bm, wide) >= 3 * sms:
-        if columns and bm == 16:
-            return name, _unsplit_columns(rows.defaults, tiles(16, 64), sms)
+        if bm == 16 and _deep_tiles_pay(tiles(16, 64), tiles(16, 128), sms):
+            wide = 128
         return rows.name, {**rows.defaults, "BM": bm, "BN": wide, "SPLITS": 1}
     bn = 64 if 2 * tiles(bm, 64) <= sms else 128
     return rows.name, {**rows.defaults, "BM": bm, "BN": bn,
                        "SPLITS": 2 if 4 * tiles(bm, bn) >= sms else 4}
 
 
-def _unsplit_columns(defaults: dict[str, int], tiles_of_64: int, sms: int) -> dict[str, int]:
-    """Rung 36 unsplit: 16 columns by 64 rows a tile, or 32 by 128 where tiles of 64 rows
-    take more than a round of the SMs (the stratum of few columns, bf16 seed 1: 9576 x 9 x
-    5496:NT 1.20x faster so, 14432 x 16 x 14560:NT 1.01x; a round or less kept 64 rows:
-    8408 x 8 x 9184:NT 1.03x faster, 6648 x 7 x 1720:NT 1.06x): each SM then walks one
-    tile, whose ring fills once, not two."""
-    if tiles_of_64 > sms:
-        return {**defaults, "BM": 32, "BN": 128, "SPLITS": 1}
-    return {**defaults, "BM": 16, "BN": 64, "SPLITS": 1}
+def _deep_tiles_pay(shallow: int, deep: int, sms: int) -> bool:
+    """Whether tiles twice as wide (128 of the walked product's many columns, ``deep`` of
+    them, against ``shallow`` of 64) leave the busiest SM no more columns to walk: it walks
+    cdiv(tiles, sms) of them, and one wide tile fills its ring once where two narrow ones
+    fill it twice. Unsplit rungs 17 and 36, kernel us (evidence/few_columns_rule_7361c2f.txt):
+    where 64-row tiles take two rounds and 128-row ones one, 128 ran 0.81-0.98x the time
+    (1 x 9216 x 4096:NT 38.3 -> 31.1, 9576 x 9 x 5496:NT 49.5 -> 41.5 on 32 x 128 tiles,
+    1 x 14336 x 4096:NT 42.4 -> 41.4); at three rounds against two, 1.06x (1 x 18944 x
+    3584:NT 50.7 -> 53.7); as many rows a round, even (1 x 152064 x 3584: 260.1 -> 260.0).
+
+    >>> _deep_tiles_pay(150, 75, 132), _deep_tiles_pay(296, 148, 132), _deep_tiles_pay(132, 66, 132)
+    (True, False, False)
+    """
+    return 2 * cdiv(deep, sms) <= cdiv(shallow, sms)
 
 
 def _hopper(q: _Asked) -> Pick | None:
