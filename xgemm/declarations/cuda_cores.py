@@ -106,9 +106,9 @@ register(Variant(
     smem_bytes="BYTES * (BM * BK + BK * BN)",
     flags=("aligned",),
     # 16-bit products run on the tensor cores and rung 23: rung 6 was the fastest candidate
-    # on none of the 1,812 16-bit regret rows of either GPU, and the five published rows where
-    # its estimate came out cheapest ran it at 0.38-0.57x cuBLAS (14607 x 444 x 9:TN, bf16
-    # seed 88: 40.9 us against rung 14's 20.2; evidence/vectorized_16_bit_7de501c.txt)
+    # on none of the 1,812 16-bit regret rows of either GPU, and the seven published rows
+    # where its estimate came out cheapest ran it at 0.38-0.57x cuBLAS (14607 x 444 x 9:TN,
+    # bf16 seed 88: 40.9 us against rung 14's 20.2; evidence/vectorized_16_bit_3a7aa70.txt)
     auto_dtypes=("float32", "float64"),
 ))
 
