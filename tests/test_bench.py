@@ -136,10 +136,14 @@ def test_cli_rejects_bad_arguments(capsys):
     assert "--dtype int8 is for --suite random" in capsys.readouterr().err
     for flag, said in (("--multiple", "--multiple 0: give a positive multiple"),
                        ("--max-m", "--max-m 0: give a count of rows from --min-dim up"),
-                       ("--max-n", "--max-n 0: give a count of columns from --min-dim up")):
+                       ("--max-n", "--max-n 0: give a count of columns from --min-dim up"),
+                       ("--min-m", "--min-m 0: give a count of rows from --min-dim to 16384")):
         with pytest.raises(SystemExit):
             cli.main(["bench", "--suite", "random", flag, "0"])
         assert said in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        cli.main(["bench", "--suite", "random", "--min-m", "1024", "--max-m", "64"])
+    assert "--min-m and --max-m: give one" in capsys.readouterr().err
 
 
 def test_random_suite_saves_how_its_sample_was_drawn(tmp_path, monkeypatch):

@@ -241,7 +241,7 @@ def _few_rows(q: _Asked) -> Pick | None:
         # then, 2328 x 19 x 3120:NT 1.15x, 2376 x 32 x 1080:NT 1.04x), 16 columns a tile
         # (32 for 17-32 columns where 128-wide tiles are taken: next)
         wide_bm = 16 if few <= 16 else 32
-        if _deep_tiles_pay(tiles(16, 64), tiles(wide_bm, 128), sms):
+        if _wide_tiles_pay(tiles(16, 64), tiles(wide_bm, 128), sms):
             return name, {**rows.defaults, "BM": wide_bm, "BN": 128, "SPLITS": 1}
         return name, {**rows.defaults, "BM": 16, "BN": 64, "SPLITS": 1}
     # few rows (columns), one product: A's rows (B's columns) as the instruction's n;
@@ -267,7 +267,7 @@ def _few_rows(q: _Asked) -> Pick | None:
     # 32 x 128; 1 x 4096 x 14336 in 64 tiles 52.9 -> 57.4, so it keeps its split)
     wide = 64 if bm == 16 else 128
     if 4 * tiles(bm, wide) >= 3 * sms:
-        if bm == 16 and _deep_tiles_pay(tiles(16, 64), tiles(16, 128), sms):
+        if bm == 16 and _wide_tiles_pay(tiles(16, 64), tiles(16, 128), sms):
             wide = 128
         return rows.name, {**rows.defaults, "BM": bm, "BN": wide, "SPLITS": 1}
     bn = 64 if 2 * tiles(bm, 64) <= sms else 128
@@ -275,9 +275,9 @@ def _few_rows(q: _Asked) -> Pick | None:
                        "SPLITS": 2 if 4 * tiles(bm, bn) >= sms else 4}
 
 
-def _deep_tiles_pay(shallow: int, deep: int, sms: int) -> bool:
-    """Whether tiles twice as wide (128 of the walked product's many columns, ``deep`` of
-    them, against ``shallow`` of 64) leave the busiest SM no more columns to walk: it walks
+def _wide_tiles_pay(narrow: int, wide: int, sms: int) -> bool:
+    """Whether tiles twice as wide (128 of the walked product's many columns, ``wide`` of
+    them, against ``narrow`` of 64) leave the busiest SM no more columns to walk: it walks
     cdiv(tiles, sms) of them, and one wide tile fills its ring once where two narrow ones
     fill it twice. Unsplit rungs 17 and 36, kernel us (evidence/few_columns_rule_7361c2f.txt):
     where 64-row tiles take two rounds and 128-row ones one, 128 ran 0.81-0.98x the time
@@ -285,10 +285,10 @@ def _deep_tiles_pay(shallow: int, deep: int, sms: int) -> bool:
     1 x 14336 x 4096:NT 42.4 -> 41.4); at three rounds against two, 1.06x (1 x 18944 x
     3584:NT 50.7 -> 53.7); as many rows a round, even (1 x 152064 x 3584: 260.1 -> 260.0).
 
-    >>> _deep_tiles_pay(150, 75, 132), _deep_tiles_pay(296, 148, 132), _deep_tiles_pay(132, 66, 132)
+    >>> _wide_tiles_pay(150, 75, 132), _wide_tiles_pay(296, 148, 132), _wide_tiles_pay(132, 66, 132)
     (True, False, False)
     """
-    return 2 * cdiv(deep, sms) <= cdiv(shallow, sms)
+    return 2 * cdiv(wide, sms) <= cdiv(narrow, sms)
 
 
 def _hopper(q: _Asked) -> Pick | None:

@@ -223,8 +223,12 @@ def _bench_generalisation(args: argparse.Namespace) -> int:
         _usage_error(f"--max-m {args.max_m}: give a count of rows from --min-dim up")
     if args.max_n is not None and args.max_n < max(1, args.min_dim):
         _usage_error(f"--max-n {args.max_n}: give a count of columns from --min-dim up")
-    if args.min_m is not None and args.min_m < max(1, args.min_dim):
-        _usage_error(f"--min-m {args.min_m}: give a count of rows from --min-dim up")
+    from .generalisation import MAX_DIM
+
+    if args.min_m is not None and not max(1, args.min_dim) <= args.min_m <= MAX_DIM:
+        _usage_error(f"--min-m {args.min_m}: give a count of rows from --min-dim to {MAX_DIM}")
+    if args.min_m is not None and args.max_m is not None:
+        _usage_error("--min-m and --max-m: give one (a stratum of many rows, or of few)")
     os.environ["CUPY_TF32"] = "1" if part == "tf32" else "0"
     if not need_gpu("bench"):
         return 2

@@ -87,6 +87,8 @@ def random_cases(seed: int, count: int = 36, cap: int = FLOP_CAP, floor: int = F
     """
     import numpy as np
 
+    if min_m is not None and max_m is not None:
+        raise ValueError("min_m and max_m: give one (a stratum of many rows, or of few)")
     rng = np.random.default_rng(seed)
     low, high = math.log(min_dim), math.log(max_dim)
     cases: list[Product] = []
