@@ -31,8 +31,9 @@ def cheapest(m, n, k, dtype="float16", precision=None, layout="NN", batch=1, cc=
     return call, v, p
 
 
-#: Candidates added after a GPU's calibration was fitted, which no run there has timed
-#: since: auto does not weigh them on that GPU (cost.estimate prices them at inf).
+#: Candidates a GPU's calibration does not price (added after it was fitted and not timed
+#: there since, or timed and left unpriced): auto does not weigh them on that GPU
+#: (cost.estimate prices them at inf).
 UNMEASURED = {"h100.json": {
     f"skinny_ring:{side}{point}" for side in ("", "FEW_COLUMNS=1,") for point in (
         "STAGES=2", "SPLITS=4,STAGES=2", "SPLITS=8,STAGES=2", "SPLITS=4,STAGES=2,WARPS=2")}
