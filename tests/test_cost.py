@@ -42,7 +42,8 @@ UNMEASURED = {"h100.json": {
 #: rung 36's points: timed on the H200's stratum of few columns, priced on neither GPU (auto
 #: runs rung 36 by its rule: evidence/few_columns_rule_7361c2f.txt)
 UNMEASURED["h100.json"] |= {f"wgmma_columns:{point}" for point in (
-    "BN=64", "", "SPLITS=4", "BM=32", "BN=64,SPLITS=4", "BN=64,SPLITS=1", "BM=32,SPLITS=1")}
+    "BN=64", "", "SPLITS=4", "BM=32", "BN=64,SPLITS=4", "BN=64,SPLITS=1", "SPLITS=1",
+    "BM=32,SPLITS=1")}
 UNMEASURED["h200.json"] = UNMEASURED["h100.json"] - {
     p for p in UNMEASURED["h100.json"] if p.startswith("skinny_ring")}
 

@@ -7,7 +7,7 @@ import dataclasses
 from ..registry import get_variant, register
 
 # The same points, constraints and ring; the tile and grid count C's columns by BM and its
-# rows by BN. Its candidates are rung 17's and the two unsplit points its rule takes
+# rows by BN. Its candidates are rung 17's and the unsplit points its rule takes
 # (choice._few_rows): regret runs time them, but no calibration prices them, so auto runs
 # rung 36 by its rule alone. Priced (fitted on a stratum of few columns, or as rung 17 on
 # C^T), the model replaced the rule's picks by rung 14's wide tiles, which it prices at
@@ -22,7 +22,8 @@ register(dataclasses.replace(
     template="gemm/36_wgmma_columns.cu.j2",
     adds="rung 17 for few columns: the product turned over (C^T = B^T A^T), B's columns the"
          " instruction's n, C stored transposed",
-    candidates=[*_ROWS.candidates, {"BN": 64, "SPLITS": 1}, {"BM": 32, "SPLITS": 1}],
+    candidates=[*_ROWS.candidates, {"BN": 64, "SPLITS": 1}, {"SPLITS": 1},
+                {"BM": 32, "SPLITS": 1}],
     grid=("min(max(1, SMS // (BATCH * SPLITS)), cdiv(N, BM) * cdiv(M, BN))", "1"),
     tile_shape=("BN", "BM", "128 // BYTES"),
     tma_boxes={"a": "BN", "b": "BM"},
