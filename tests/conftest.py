@@ -188,6 +188,14 @@ def home_dtype(name: str) -> str:
     return "float32" if "float32" in dtypes else dtypes[0]
 
 
+def b_order(name: str) -> str:
+    """B's order for variant ``name`` where a test's layout leaves it free: column-major
+    ("F") where the variant reads no row-major B, else row-major ("C")."""
+    import xgemm
+
+    return "C" if "row" in xgemm.get_variant(name).b_layouts else "F"
+
+
 def float_variants() -> list[str]:
     """The GEMM variants that multiply float32, float64, float16 or bfloat16: every rung but
     the 8-bit one, whose inputs name their format and whose results have another dtype

@@ -20,6 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 import xgemm
+from xgemm.declarations.turned import TURNED_OVER
 from xgemm.registry import PRODUCT_FAMILIES
 from xgemm.specs import C_TYPES, Spec
 
@@ -133,9 +134,8 @@ def test_renders_plain_cuda(case):
     assert f"using T = {cuda_type};" in source
     if v.family in PRODUCT_FAMILIES:
         assert f"using TC = {C_TYPES[spec.c_dtype]};" in source
-        # a kernel that walks the product turned over (its header says so) names B^T its
-        # A and A^T its B
-        turned = "C^T = B^T A^T" in source.splitlines()[0]
+        # a kernel that walks the product turned over names B^T its A and A^T its B
+        turned = v.name in TURNED_OVER
         a_col, b_col = (not spec.b_col, not spec.a_col) if turned else (spec.a_col, spec.b_col)
         assert f"A_COL = {str(a_col).lower()};" in source
         assert f"B_COL = {str(b_col).lower()};" in source

@@ -13,6 +13,7 @@ import pytest
 from conftest import (
     REFERENCE_TOLERANCE,
     TF32_TOLERANCE,
+    b_order,
     cupy_dtype,
     f64,
     float_variants,
@@ -74,8 +75,7 @@ def test_every_variant_runs_where_its_operands_are(where, current, name):
     v = xgemm.get_variant(name if name != "auto" else "tiled")
     if not v.runs_on(int(cupy.cuda.Device(where).compute_capability)):
         pytest.skip(f"{name} does not run on GPU {where}")
-    b_order = "F" if "row" not in v.b_layouts else "C"
-    a, b = on(where, (127, 255), dtype), on(where, (255, 129), dtype, b_order)
+    a, b = on(where, (127, 255), dtype), on(where, (255, 129), dtype, b_order(v.name))
     with cupy.cuda.Device(current):
         c = xgemm.matmul(a, b, variant=name)
         assert cupy.cuda.Device().id == current

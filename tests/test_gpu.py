@@ -11,6 +11,7 @@ from conftest import (
     REFERENCE_TOLERANCE,
     TF32_TOLERANCE,
     auto_copies,
+    b_order,
     cupy_dtype,
     f64,
     float_variants,
@@ -58,10 +59,10 @@ def operands(rng, name, m, n, k, layout="NN", dtype=None):
     defaults to the variant's home dtype (float32 where it takes it)."""
     v = xgemm.get_variant(name)
     dtype = dtype or home_dtype(name)
-    b_order = "F" if layout[1] == "T" or "row" not in v.b_layouts else "C"
+    b_layout = "F" if layout[1] == "T" else b_order(name)
     a_order = "F" if layout[0] == "T" and "col" in v.a_layouts else "C"
     a = rng.matrix(m, k, a_order, dtype)
-    return a, rng.matrix(k, n, b_order, dtype)
+    return a, rng.matrix(k, n, b_layout, dtype)
 
 
 def check(rng, name, a, b, tolerance=None, **params):

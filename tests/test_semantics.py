@@ -9,6 +9,7 @@ import pytest
 from conftest import (
     DTYPES,
     REFERENCE_TOLERANCE,
+    b_order,
     cupy_dtype,
     f64,
     float_variants,
@@ -277,11 +278,6 @@ def test_pytorch_tensors_of_every_dtype(dtype):
 SPLIT_K = [n for n in float_variants() if xgemm.get_variant(n).splits != "1"]
 
 
-def _b_order(name: str) -> str:
-    """B's order for a variant named in a call: column-major ("F") where it reads no other."""
-    return "C" if "row" in xgemm.get_variant(name).b_layouts else "F"
-
-
 @pytest.mark.parametrize("shape", [(128, 128, 65536), (70, 50, 5000), (3, 200, 999),
                                    (16, 300, 64)])  # one phase of K: the later splits get none
 @pytest.mark.parametrize("name", SPLIT_K)
@@ -292,7 +288,7 @@ def test_split_k_is_deterministic_and_right(rng, name, shape):
         pytest.skip(f"{name} needs a newer GPU")
     dtype = home_dtype(name)
     m, n, k = shape
-    a, b = rng.matrix(m, k, dtype=dtype), rng.matrix(k, n, _b_order(name), dtype)
+    a, b = rng.matrix(m, k, dtype=dtype), rng.matrix(k, n, b_order(name), dtype)
     bias, c = rng.array((n,), dtype), rng.matrix(m, n, dtype=dtype)
     expected = 0.5 * (f64(a) @ f64(b)) + 2.0 * f64(c) + f64(bias)
     launch = xgemm.prepare(a, b, name, c=c, alpha=0.5, beta=2.0, bias=bias, SPLITS=8)
@@ -321,7 +317,7 @@ def test_split_k_counters_per_stream(rng, name):
     if not xgemm.get_variant(name).runs_on(xgemm.gpu.compute_capability(0)):
         pytest.skip(f"{name} needs a newer GPU")
     dtype = home_dtype(name)
-    a, b = rng.matrix(30, 3000, dtype=dtype), rng.matrix(3000, 130, _b_order(name), dtype)
+    a, b = rng.matrix(30, 3000, dtype=dtype), rng.matrix(3000, 130, b_order(name), dtype)
     outs = [cupy.zeros((30, 130), dtype=a.dtype) for _ in range(2)]
     launches = [xgemm.prepare(a, b, name, c=out, beta=1.0, SPLITS=4) for out in outs]
     # made on the default stream, which a non-blocking stream does not wait for

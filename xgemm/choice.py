@@ -222,10 +222,10 @@ def _few_rows(q: _Asked) -> Pick | None:
     for few, many, name, readable in ((q.m, q.n, "wgmma_rows", q.a_row_major),
                                       (q.n, q.m, "wgmma_columns", q.b_col_major)):
         rows = get_variant(name)
+        long_k = few <= 32 and k >= 4096 or few <= 16 and k >= 2048  # the rows' thresholds
         columns = name == "wgmma_columns"
         if (dtype in rows.dtypes and rows.runs_on(cc) and precision is None
-                and (few <= 32 and k >= (COLUMNS_MIN_K if columns else 4096)
-                     or few <= 16 and k >= 2048)
+                and (long_k or columns and few <= 32 and k >= COLUMNS_MIN_K)
                 and many >= 1024 and q.batch == 1 and readable):
             break
     else:
@@ -234,7 +234,7 @@ def _few_rows(q: _Asked) -> Pick | None:
     def tiles(bm: int, bn: int) -> int:  # the walked product's: BM of its few rows by BN
         return cdiv(few, bm) * cdiv(many, bn)
 
-    if columns and not (few <= 16 and k >= 2048 or k >= 4096):
+    if not long_k:  # (columns only)
         # Few columns over a K the rows' thresholds below leave out (1024 up): rung 36
         # unsplit ran fastest of every rung timed on each such product of a stratum of
         # few columns (bf16 seed 1: 6648 x 7 x 1720:NT 1.50x faster than auto's rung 14

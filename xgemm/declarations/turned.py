@@ -16,6 +16,9 @@ from ..registry import get_variant, register
 # row-major B is copied first where A is large (few columns, a small copy), as rung 17
 # copies a column-major A.
 _ROWS = get_variant("wgmma_rows")
+#: The rungs whose kernel walks the product turned over (C^T = B^T A^T): their template sees
+#: B^T as its A and A^T as its B, so its A_COL is B's layout turned, and B_COL A's.
+TURNED_OVER = frozenset({"wgmma_columns"})
 register(dataclasses.replace(
     _ROWS,
     name="wgmma_columns",
