@@ -10,6 +10,7 @@
 #   SKIP_PRECOMPILE=1 ...                            # when the disk cache is already warm
 #   GPUS=2 bash bench/run_tests.sh                   # the tests split over 2 GPUs, 4 shards
 #                                                    # each at once (the gpu mark's tests only)
+#   SHARDS=4 bash bench/run_tests.sh                 # 4 shards at once on one GPU
 #
 # The install takes no dependencies (--no-deps): the machine must have CuPy, pytest and
 # ml_dtypes already; elsewhere use README.md's `pip install -e ".[cuda13,test]"`.
@@ -24,11 +25,13 @@ python3 -c "import cupy; print('cupy', cupy.__version__, 'cuda', cupy.cuda.runti
 if [ "${SKIP_PRECOMPILE:-0}" != 1 ]; then
   PYTHONPATH=. python3 bench/precompile.py || exit 1
 fi
-if [ "${GPUS:-1}" -gt 1 ]; then
-  # The collected test ids dealt round-robin into 4 shards a GPU (one pytest process each,
-  # CUDA_VISIBLE_DEVICES its GPU); each shard's log is $OUT/shardN.log, and the summary
-  # lines are printed last. Ids hold spaces (parametrised ids): one a line, not split.
-  shards=$((4 * GPUS))
+GPUS=${GPUS:-1}
+shards=${SHARDS:-$((GPUS > 1 ? 4 * GPUS : 1))}
+if [ "$shards" -gt 1 ]; then
+  # The collected test ids dealt round-robin into the shards, 4 a GPU unless SHARDS says
+  # (one pytest process each, CUDA_VISIBLE_DEVICES its GPU, the shards dealt over the GPUs
+  # in turn); each shard's log is $OUT/shardN.log, and the summary lines are printed last.
+  # Ids hold spaces (parametrised ids): one a line, not split.
   python3 -m pytest -q -p no:cacheprovider -m gpu --co ${PYTEST_ARGS:-} 2>/dev/null \
     | grep "::" > "$OUT/ids.txt"
   for s in $(seq 0 $((shards - 1))); do
