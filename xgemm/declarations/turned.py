@@ -32,9 +32,12 @@ register(dataclasses.replace(
     tma_boxes={"a": "BN", "b": "BM"},
     a_layouts=("row", "col"),
     b_layouts=("col",),
-    # the copy's launch and host time are paid back only over a large A: 2^25 values and
-    # more (4096 x 14336 and 14336 x 4096 ran 0.95-1.40x cuBLAS a call, 4096 x 4096 and
-    # 2048 x 2048 0.53-0.81x where rung 22 or 14 unturned ran 0.94-1.19x;
-    # evidence/few_columns_b961ba1.txt); below, auto reads such a B with another rung
-    transpose_first={"b": ("col", "M * K >= 2**25")},
+    # the copy's launch and host time are paid back only over a large A, 2^25 values and
+    # more; from 2^24 where B's rows are not whole 16-byte lines (N not a multiple of 8),
+    # which every other TMA rung pads a copy of anyway. Fitted on a stratum of row-major
+    # B under 2^25 (bf16 seed 8: the calls moved from 2^24 0.47-0.99x the time of
+    # another rung's; below 2^23 1.1-1.7x) and checked on fp16 seed 9 and a grid of 4096 x
+    # N x 4096, where B's rows read in place (N = 16) lost 1.3x a call
+    # (evidence/few_columns_b_row_major_*.txt); below, auto reads such a B with another rung
+    transpose_first={"b": ("col", "M * K >= 2**25 or M * K >= 2**24 and N % 8 != 0")},
 ))
