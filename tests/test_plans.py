@@ -189,6 +189,12 @@ def test_a_variant_declares_which_operands_auto_transposes_first():
     splitk = xgemm.get_variant("splitk")  # the same rule
     assert splitk.transposed_into("b", splitk.defaults, 9000, 800, 40) is None
     assert xgemm.get_variant("wgmma").transposed_into("b", {}, 4096, 4096, 4096) is None
+    # rung 36's B^T: a row-major B copied from 2^25 values of A, from 2^24 where B's rows are
+    # not whole 16-byte lines (which other TMA rungs pad a copy of anyway)
+    columns = xgemm.get_variant("wgmma_columns")
+    assert [columns.transposed_into("b", columns.defaults, m, n, k) for m, n, k in (
+        (4096, 5, 4096), (4096, 8, 4096), (4096, 8, 8192), (2048, 5, 4096))] == [
+        "col", None, "col", None]
     with pytest.raises(ValueError, match="transpose_first takes 'a' or 'b' into 'row' or 'col'"):
         Variant(name="x", template="gemm/03_tiled.cu.j2", adds="", defaults={}, space={},
                 constraints=[], block=("1",), grid=("1",), transpose_first={"c": ("row", "1")})

@@ -33,11 +33,12 @@ register(dataclasses.replace(
     a_layouts=("row", "col"),
     b_layouts=("col",),
     # the copy's launch and host time are paid back only over a large A, 2^25 values and
-    # more; from 2^24 where B's rows are not whole 16-byte lines (N not a multiple of 8),
-    # which every other TMA rung pads a copy of anyway. Fitted on a stratum of row-major
-    # B under 2^25 (bf16 seed 8: the calls moved from 2^24 0.47-0.99x the time of
-    # another rung's; below 2^23 1.1-1.7x) and checked on fp16 seed 9 and a grid of 4096 x
-    # N x 4096, where B's rows read in place (N = 16) lost 1.3x a call
-    # (evidence/few_columns_b_row_major_*.txt); below, auto reads such a B with another rung
+    # more; from 2^24 where B's rows are not whole 16-byte lines (N not a multiple of 8 in
+    # 16 bits), which every other TMA rung pads a copy of anyway. Fitted on a stratum of
+    # row-major B under 2^25 (bf16 seed 8: the calls moved from 2^24 took 0.47-0.99x the
+    # time of another rung's, below 2^23 1.1-1.7x) and checked on fp16 seed 9 and a grid of
+    # 4096 x N x 4096, where B's rows read in place (N = 16) lost 1.3x a call
+    # (evidence/few_columns_b_row_major_0120550.txt); below, auto reads such a B with
+    # another rung
     transpose_first={"b": ("col", "M * K >= 2**25 or M * K >= 2**24 and N % 8 != 0")},
 ))
