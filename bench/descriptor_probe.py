@@ -1,58 +1,116 @@
-"""(Run from the repository root, main's kernels/ extracted to scratch/oldk: git archive main
-kernels | tar -x -C scratch/oldk.) Rung 13's consumer loop before (main's templates, scratch/oldk) and after (this tree: descriptors
-from a slot address taken once, two commit groups in flight): kernel us in turns, L2 scrubbed,
-bf16, same operands, same points; cuBLAS beside; error of each against a float32 product."""
-import json, sys
-import jinja2, torch
+"""Rung 13's consumer loop, three ways, on the same operands in the same process: main's
+templates (extracted beforehand: ``git archive main kernels | tar -x -C scratch/oldk``),
+this tree's with one commit group in flight (the descriptors' change alone) and this tree's
+as they are (descriptors from a slot address taken once, two commit groups in flight).
+Kernel microseconds in turns, the L2 scrubbed, bf16, the same points in every arm,
+cuBLAS beside; the error of each against a float32 product. Run from the repository root:
+
+    python bench/descriptor_probe.py out.json
+
+Each arm's launches are called once as they are prepared: a plan compiles its kernel on
+its first call, from the template folder in use then.
+"""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import shutil
+import sys
+import tempfile
+
+import jinja2
+import torch
+
 import xgemm
-from xgemm import compile as xcompile, plan, render
+from xgemm import compile as xcompile
+from xgemm import plan, render
 from xgemm.tools import measuring
+
 P = measuring.Product
-W14 = lambda bm, bn, c, st: ("wgmma", dict(BM=bm, BN=bn, CONSUMERS=c, STAGES=st))
-cases = [
-    (P(512, 1024, 8192, "NT", (1,)), [W14(64, 64, 1, 10)]),
-    (P(512, 1024, 4096, "NT", (1,)), [W14(64, 64, 1, 10)]),
-    (P(512, 512, 3584, "NT", (1,)), [W14(64, 64, 1, 10)]),
-    (P(128, 3584, 18944, "NT", (1,)), [W14(64, 64, 1, 10), ("wgmma_splitk", dict(BM=128, BN=64, CONSUMERS=2, SPLITS=2))]),
-    (P(128, 3584, 3584, "NT", (1,)), [W14(64, 64, 1, 10)]),
-    (P(128, 14336, 4096, "NT", (1,)), [W14(64, 128, 1, 8), W14(128, 128, 2, 6)]),
-    (P(128, 8192, 8192), [W14(64, 128, 1, 8)]),
-    (P(128, 1024, 8192, "NT", (1,)), [("wgmma_splitk", dict(BM=64, BN=64, CONSUMERS=1, SPLITS=4))]),
-    (P(512, 4096, 4096, "NT", (1,)), [("wgmma_pingpong", dict(BM=128, BN=128, STAGES=5)), W14(128, 128, 2, 6)]),
-    (P(4096, 4096, 4096), [W14(128, 256, 2, 4)]),
-    (P(4096, 14336, 4096, "NT"), [W14(128, 256, 2, 4)]),
-    (P(8192, 8192, 8192, "NT"), [W14(128, 256, 2, 4)]),
-    (P(1, 4096, 4096, "NT", (1,)), [("wgmma_rows", dict(BM=16, BN=64, SPLITS=2))]),
-    (P(8, 14336, 4096, "NT", (1,)), [("wgmma_rows", dict(BM=16, BN=128, SPLITS=1))]),
-    (P(32, 8192, 8192, "NT", (1,)), [("wgmma_rows", dict(BM=32, BN=128, SPLITS=2))]),
-    (P(4096, 8, 4096, "NT"), [("wgmma_columns", dict(BM=16, BN=128, SPLITS=1))]),
+
+
+def w14(bm: int, bn: int, consumers: int, stages: int) -> tuple[str, dict]:
+    return "wgmma", {"BM": bm, "BN": bn, "CONSUMERS": consumers, "STAGES": stages}
+
+
+ROWS, COLUMNS, SPLIT = "wgmma_rows", "wgmma_columns", "wgmma_splitk"
+CASES = [
+    (P(512, 1024, 8192, "NT", (1,)), [w14(64, 64, 1, 10)]),
+    (P(512, 1024, 4096, "NT", (1,)), [w14(64, 64, 1, 10)]),
+    (P(512, 512, 3584, "NT", (1,)), [w14(64, 64, 1, 10)]),
+    (P(128, 3584, 18944, "NT", (1,)),
+     [w14(64, 64, 1, 10), (SPLIT, {"BM": 128, "BN": 64, "CONSUMERS": 2, "SPLITS": 2})]),
+    (P(128, 3584, 3584, "NT", (1,)), [w14(64, 64, 1, 10)]),
+    (P(128, 14336, 4096, "NT", (1,)), [w14(64, 128, 1, 8), w14(128, 128, 2, 6)]),
+    (P(128, 8192, 8192), [w14(64, 128, 1, 8)]),
+    (P(128, 1024, 8192, "NT", (1,)),
+     [(SPLIT, {"BM": 64, "BN": 64, "CONSUMERS": 1, "SPLITS": 4})]),
+    (P(512, 4096, 4096, "NT", (1,)),
+     [("wgmma_pingpong", {"BM": 128, "BN": 128, "STAGES": 5}), w14(128, 128, 2, 6)]),
+    (P(4096, 4096, 4096), [w14(128, 256, 2, 4)]),
+    (P(4096, 14336, 4096, "NT"), [w14(128, 256, 2, 4)]),
+    (P(8192, 8192, 8192, "NT"), [w14(128, 256, 2, 4)]),
+    (P(1, 4096, 4096, "NT", (1,)), [(ROWS, {"BM": 16, "BN": 64, "SPLITS": 2})]),
+    (P(8, 14336, 4096, "NT", (1,)), [(ROWS, {"BM": 16, "BN": 128, "SPLITS": 1})]),
+    (P(32, 8192, 8192, "NT", (1,)), [(ROWS, {"BM": 32, "BN": 128, "SPLITS": 2})]),
+    (P(4096, 8, 4096, "NT"), [(COLUMNS, {"BM": 16, "BN": 128, "SPLITS": 1})]),
 ]
-def use(folder):
+
+
+def one_group_templates() -> str:
+    """This tree's templates with one commit group in flight, in a folder of their own."""
+    folder = tempfile.mkdtemp() + "/kernels"
+    shutil.copytree(render.KERNELS_DIR, folder)
+    ring = pathlib.Path(folder, "gemm", "13_wgmma_ring.cu.j2")
+    text = ring.read_text()
+    two = "GROUPS_IN_FLIGHT = STAGES > 2 ? 2 : 1"
+    assert two in text, "the ring's in-flight depth moved: update this probe"
+    ring.write_text(text.replace(two, "GROUPS_IN_FLIGHT = 1"))
+    return folder
+
+
+def use(folder: str) -> None:
+    """Render and compile from ``folder`` from here on (nothing cached from before)."""
     render._env.loader = jinja2.FileSystemLoader(folder)
-    for f in (render._render, xcompile._kernel):
-        f.cache_clear()
+    for cached in (render._render, xcompile._kernel):
+        cached.cache_clear()
     plan.PLANS.clear()
-rows = []
-for case, points in cases:
-    a, b, c = measuring.operands(case, "bfloat16", 0)
-    ref = torch.matmul(a.float(), b.float())
-    launches = {"cublas": lambda: torch.matmul(a, b, out=c)}
-    for arm, folder in (("old", "scratch/oldk/kernels"), ("new", str(render.KERNELS_DIR))):
-        use(folder)
+
+
+def main(out: str) -> None:
+    arms = (("old", "scratch/oldk/kernels"), ("desc", one_group_templates()),
+            ("new", str(render.KERNELS_DIR)))
+    rows = []
+    for case, points in CASES:
+        a, b, c = measuring.operands(case, "bfloat16", 0)
+        ref = torch.matmul(a.float(), b.float())
+        launches = {"cublas": lambda a=a, b=b, c=c: torch.matmul(a, b, out=c)}
+        for arm, folder in arms:
+            use(folder)
+            for v, p in points:
+                launch = xgemm.prepare(a, b, v, out=c, **p)
+                launch()  # compiled and loaded now, from this arm's templates
+                torch.cuda.synchronize()
+                launches[f"{arm}:{v}:{p['BM']}x{p['BN']}"] = launch
+        errors = {}
+        for name, fn in launches.items():
+            c.fill_(float("nan"))
+            fn()
+            torch.cuda.synchronize()
+            errors[name] = float((c.float() - ref).norm() / ref.norm())
+        ms = measuring.median_ms_in_turns(launches, rounds=15, flush_l2=True)
+        rows.append({"case": case.label, "ms": ms, "error": errors})
+        line = f"{case.label:22} cub {ms['cublas'] * 1e3:7.1f}"
         for v, p in points:
-            launch = xgemm.prepare(a, b, v, out=c, **p)
-            launch()  # compiled and loaded now, from this arm's templates: a plan compiles
-            torch.cuda.synchronize()  # on its first call and keeps the function it loaded
-            launches[f"{arm}:{v}:{p['BM']}x{p['BN']}"] = launch
-    errors = {}
-    for name, fn in launches.items():
-        c.fill_(float("nan")); fn(); torch.cuda.synchronize()
-        errors[name] = float((c.float() - ref).norm() / ref.norm())
-    ms = measuring.median_ms_in_turns(launches, rounds=15, flush_l2=True)
-    rows.append({"case": case.label, "ms": ms, "error": errors})
-    line = f"{case.label:22} cub {ms['cublas']*1e3:7.1f}"
-    for v, p in points:
-        k = f"{v}:{p['BM']}x{p['BN']}"
-        line += f" | {k} {ms['old:'+k]*1e3:7.1f} -> {ms['new:'+k]*1e3:7.1f} ({ms['new:'+k]/ms['old:'+k]:.3f}) err {errors['new:'+k]:.1e}"
-    print(line, flush=True)
-json.dump(rows, open(sys.argv[1], "w"), indent=1)
+            k = f"{v}:{p['BM']}x{p['BN']}"
+            old, desc, new = (ms[f"{arm}:{k}"] for arm in ("old", "desc", "new"))
+            line += (f" | {k} {old * 1e3:7.1f} -> desc {desc * 1e3:7.1f} -> both"
+                     f" {new * 1e3:7.1f} ({new / old:.3f})"
+                     f" err {max(errors[f'desc:{k}'], errors[f'new:{k}']):.1e}")
+        print(line, flush=True)
+    pathlib.Path(out).write_text(json.dumps(rows, indent=1))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
