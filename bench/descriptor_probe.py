@@ -64,7 +64,7 @@ def one_group_templates() -> str:
     shutil.copytree(render.KERNELS_DIR, folder)
     ring = pathlib.Path(folder, "gemm", "13_wgmma_ring.cu.j2")
     text = ring.read_text()
-    two = "GROUPS_IN_FLIGHT = STAGES > 2 ? 2 : 1"
+    two = "GROUPS_IN_FLIGHT = STAGES >= 4 ? 2 : 1"
     assert two in text, "the ring's in-flight depth moved: update this probe"
     ring.write_text(text.replace(two, "GROUPS_IN_FLIGHT = 1"))
     return folder
