@@ -1,11 +1,11 @@
-"""Rung 13's consumer loop, three ways, on the same operands in the same process: main's
-templates (extracted beforehand: ``git archive main kernels | tar -x -C scratch/oldk``),
-this tree's with one commit group in flight (the descriptors' change alone) and this tree's
-as they are (descriptors from a slot address taken once, two commit groups in flight).
-Kernel microseconds in turns, the L2 scrubbed, bf16, the same points in every arm,
-cuBLAS beside; the error of each against a float32 product. Run from the repository root:
+"""A template change against the templates before it, on the same operands in one process:
+rung 13's family (the ring, split K, few rows, few columns, ping-pong) at the points auto
+picks for LLM-shaped and square bf16 products, kernel microseconds in turns with the L2
+scrubbed, cuBLAS beside, and each arm's error against a float32 product. The templates
+before are a folder of their own, extracted beforehand, e.g. from main:
 
-    python bench/descriptor_probe.py out.json
+    git archive main kernels | tar -x -C scratch/before
+    python bench/template_ab.py scratch/before/kernels out.json
 
 Each arm's launches are called once as they are prepared: a plan compiles its kernel on
 its first call, from the template folder in use then.
@@ -15,9 +15,7 @@ from __future__ import annotations
 
 import json
 import pathlib
-import shutil
 import sys
-import tempfile
 
 import jinja2
 import torch
@@ -39,15 +37,18 @@ CASES = [
     (P(512, 1024, 8192, "NT", (1,)), [w14(64, 64, 1, 10)]),
     (P(512, 1024, 4096, "NT", (1,)), [w14(64, 64, 1, 10)]),
     (P(512, 512, 3584, "NT", (1,)), [w14(64, 64, 1, 10)]),
-    (P(128, 3584, 18944, "NT", (1,)),
-     [w14(64, 64, 1, 10), (SPLIT, {"BM": 128, "BN": 64, "CONSUMERS": 2, "SPLITS": 2})]),
+    (
+        P(128, 3584, 18944, "NT", (1,)),
+        [w14(64, 64, 1, 10), (SPLIT, {"BM": 128, "BN": 64, "CONSUMERS": 2, "SPLITS": 2})],
+    ),
     (P(128, 3584, 3584, "NT", (1,)), [w14(64, 64, 1, 10)]),
     (P(128, 14336, 4096, "NT", (1,)), [w14(64, 128, 1, 8), w14(128, 128, 2, 6)]),
     (P(128, 8192, 8192), [w14(64, 128, 1, 8)]),
-    (P(128, 1024, 8192, "NT", (1,)),
-     [(SPLIT, {"BM": 64, "BN": 64, "CONSUMERS": 1, "SPLITS": 4})]),
-    (P(512, 4096, 4096, "NT", (1,)),
-     [("wgmma_pingpong", {"BM": 128, "BN": 128, "STAGES": 5}), w14(128, 128, 2, 6)]),
+    (P(128, 1024, 8192, "NT", (1,)), [(SPLIT, {"BM": 64, "BN": 64, "CONSUMERS": 1, "SPLITS": 4})]),
+    (
+        P(512, 4096, 4096, "NT", (1,)),
+        [("wgmma_pingpong", {"BM": 128, "BN": 128, "STAGES": 5}), w14(128, 128, 2, 6)],
+    ),
     (P(4096, 4096, 4096), [w14(128, 256, 2, 4)]),
     (P(4096, 14336, 4096, "NT"), [w14(128, 256, 2, 4)]),
     (P(8192, 8192, 8192, "NT"), [w14(128, 256, 2, 4)]),
@@ -58,18 +59,6 @@ CASES = [
 ]
 
 
-def one_group_templates() -> str:
-    """This tree's templates with one commit group in flight, in a folder of their own."""
-    folder = tempfile.mkdtemp() + "/kernels"
-    shutil.copytree(render.KERNELS_DIR, folder)
-    ring = pathlib.Path(folder, "gemm", "13_wgmma_ring.cu.j2")
-    text = ring.read_text()
-    two = "GROUPS_IN_FLIGHT = STAGES >= 4 ? 2 : 1"
-    assert two in text, "the ring's in-flight depth moved: update this probe"
-    ring.write_text(text.replace(two, "GROUPS_IN_FLIGHT = 1"))
-    return folder
-
-
 def use(folder: str) -> None:
     """Render and compile from ``folder`` from here on (nothing cached from before)."""
     render._env.loader = jinja2.FileSystemLoader(folder)
@@ -78,9 +67,8 @@ def use(folder: str) -> None:
     plan.PLANS.clear()
 
 
-def main(out: str) -> None:
-    arms = (("old", "scratch/oldk/kernels"), ("desc", one_group_templates()),
-            ("new", str(render.KERNELS_DIR)))
+def main(before: str, out: str) -> None:
+    arms = (("before", before), ("after", str(render.KERNELS_DIR)))
     rows = []
     for case, points in CASES:
         a, b, c = measuring.operands(case, "bfloat16", 0)
@@ -101,16 +89,17 @@ def main(out: str) -> None:
             errors[name] = float((c.float() - ref).norm() / ref.norm())
         ms = measuring.median_ms_in_turns(launches, rounds=15, flush_l2=True)
         rows.append({"case": case.label, "ms": ms, "error": errors})
-        line = f"{case.label:22} cub {ms['cublas'] * 1e3:7.1f}"
+        line = f"{case.label:22} cuBLAS {ms['cublas'] * 1e3:7.1f}"
         for v, p in points:
             k = f"{v}:{p['BM']}x{p['BN']}"
-            old, desc, new = (ms[f"{arm}:{k}"] for arm in ("old", "desc", "new"))
-            line += (f" | {k} {old * 1e3:7.1f} -> desc {desc * 1e3:7.1f} -> both"
-                     f" {new * 1e3:7.1f} ({new / old:.3f})"
-                     f" err {max(errors[f'desc:{k}'], errors[f'new:{k}']):.1e}")
+            before_ms, after_ms = ms[f"before:{k}"], ms[f"after:{k}"]
+            line += (
+                f" | {k} {before_ms * 1e3:7.1f} -> {after_ms * 1e3:7.1f}"
+                f" ({after_ms / before_ms:.3f}) error {errors[f'after:{k}']:.1e}"
+            )
         print(line, flush=True)
     pathlib.Path(out).write_text(json.dumps(rows, indent=1))
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main(sys.argv[1], sys.argv[2])
