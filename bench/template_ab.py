@@ -56,7 +56,14 @@ CASES = [
     (P(8, 14336, 4096, "NT", (1,)), [(ROWS, {"BM": 16, "BN": 128, "SPLITS": 1})]),
     (P(32, 8192, 8192, "NT", (1,)), [(ROWS, {"BM": 32, "BN": 128, "SPLITS": 2})]),
     (P(4096, 8, 4096, "NT"), [(COLUMNS, {"BM": 16, "BN": 128, "SPLITS": 1})]),
+    # a weight gradient over a few tokens: K of one or two phases, kernels of about 7 us
+    (P(512, 3584, 8, "TN"), [("wgmma", {**w14(128, 128, 2, 6)[1], "SPREAD": 1})]),
 ]
+
+
+def key(variant: str, params: dict) -> str:
+    """A point's name in the table: its rung and every parameter given."""
+    return variant + ":" + ",".join(f"{name}={value}" for name, value in sorted(params.items()))
 
 
 def use(folder: str) -> None:
@@ -80,7 +87,7 @@ def main(before: str, out: str) -> None:
                 launch = xgemm.prepare(a, b, v, out=c, **p)
                 launch()  # compiled and loaded now, from this arm's templates
                 torch.cuda.synchronize()
-                launches[f"{arm}:{v}:{p['BM']}x{p['BN']}"] = launch
+                launches[f"{arm}:{key(v, p)}"] = launch
         errors = {}
         for name, fn in launches.items():
             c.fill_(float("nan"))
@@ -91,11 +98,12 @@ def main(before: str, out: str) -> None:
         rows.append({"case": case.label, "ms": ms, "error": errors})
         line = f"{case.label:22} cuBLAS {ms['cublas'] * 1e3:7.1f}"
         for v, p in points:
-            k = f"{v}:{p['BM']}x{p['BN']}"
+            k = key(v, p)
             before_ms, after_ms = ms[f"before:{k}"], ms[f"after:{k}"]
             line += (
                 f" | {k} {before_ms * 1e3:7.1f} -> {after_ms * 1e3:7.1f}"
-                f" ({after_ms / before_ms:.3f}) error {errors[f'after:{k}']:.1e}"
+                f" ({after_ms / before_ms:.3f}) error {errors[f'before:{k}']:.1e}"
+                f" -> {errors[f'after:{k}']:.1e}"
             )
         print(line, flush=True)
     pathlib.Path(out).write_text(json.dumps(rows, indent=1))

@@ -1,0 +1,100 @@
+"""What bounds rung 34 (``wgmma_any_ld``): its layout warps' instructions, or a cost per span
+of the fetch, layout and consume chain whatever the work in it (docs/notes.md, stop 91)?
+Kernel microseconds in turns, the L2 scrubbed, bf16, of rung 34 rendered from three template
+folders: as it is; "const", whose layout warps store constants (their staging loads and
+realignment gone, every barrier kept); and "half", which lays out every other span only.
+The knockouts give wrong results: this times them, it checks nothing. Run from the
+repository root on a GPU:
+
+    python bench/any_ld_knockouts.py out.json
+
+Each arm's launch is called once as it is prepared: a plan compiles its kernel on its
+first call, from the template folder in use then.
+"""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import shutil
+import sys
+import tempfile
+from collections.abc import Callable
+
+import jinja2
+import torch
+
+import xgemm
+from xgemm import compile as xcompile
+from xgemm import plan, render
+from xgemm.tools import measuring
+
+TEMPLATE = pathlib.Path("gemm", "34_wgmma_any_ld.cu.j2")
+REALIGNED = "uint4 v = shift[j] ? bytes_from(lo[j], hi[j], shift[j]) : lo[j];"
+EVERY_PHASE = "                    if (p >= count) break;"
+KNOCKOUTS: dict[str, Callable[[str], str]] = {
+    "const": lambda text: text.replace(REALIGNED, "uint4 v = make_uint4(j, chunk, 0, 0);"),
+    "half": lambda text: text.replace(
+        EVERY_PHASE, "                    if (p >= count || span % 2) break;"
+    ),
+}
+POINT = {"BM": 128, "BN": 64, "CONSUMERS": 1, "STAGES": 3, "RAW": 2, "SPAN": 2, "SPLITS": 1}
+CASES = [
+    (measuring.Product(821, 1107, 827), POINT),
+    (measuring.Product(821, 1107, 827), {**POINT, "SPAN": 3}),
+    (
+        measuring.Product(715, 1427, 409, "NT"),
+        {"BM": 128, "BN": 128, "CONSUMERS": 1, "STAGES": 3, "RAW": 3, "SPAN": 1, "SPLITS": 1},
+    ),
+    (measuring.Product(7181, 35, 5492, "TN"), POINT),
+    (measuring.Product(7181, 35, 5492, "TN"), {**POINT, "SPAN": 3}),
+    (measuring.Product(3528, 62, 10787), POINT),
+]
+
+
+def knocked_out(edit: Callable[[str], str]) -> str:
+    """This tree's templates with rung 34's edited by ``edit``, in a folder of their own."""
+    folder = tempfile.mkdtemp() + "/kernels"
+    shutil.copytree(render.KERNELS_DIR, folder)
+    path = pathlib.Path(folder, TEMPLATE)
+    text = path.read_text()
+    edited = edit(text)
+    assert edited != text, f"{TEMPLATE} moved: update this probe's edits"
+    path.write_text(edited)
+    return folder
+
+
+def use(folder: str) -> None:
+    """Render and compile from ``folder`` from here on (nothing cached from before)."""
+    render._env.loader = jinja2.FileSystemLoader(folder)
+    for cached in (render._render, xcompile._kernel):
+        cached.cache_clear()
+    plan.PLANS.clear()
+
+
+def main(out: str) -> None:
+    arms = {
+        "as is": str(render.KERNELS_DIR),
+        **{name: knocked_out(edit) for name, edit in KNOCKOUTS.items()},
+    }
+    rows = []
+    for case, point in CASES:
+        a, b, c = measuring.operands(case, "bfloat16", 0)
+        launches = {"cublas": lambda a=a, b=b, c=c: torch.matmul(a, b, out=c)}
+        for arm, folder in arms.items():
+            use(folder)
+            launches[arm] = xgemm.prepare(a, b, "wgmma_any_ld", out=c, **point)
+            launches[arm]()  # compiled and loaded now, from this arm's templates
+            torch.cuda.synchronize()
+        ms = measuring.median_ms_in_turns(launches, rounds=9, flush_l2=True)
+        print(
+            f"{case.label:20} SPAN {point['SPAN']} "
+            + " ".join(f"{name} {ms[name] * 1e3:6.1f}" for name in launches),
+            flush=True,
+        )
+        rows.append({"case": case.label, "point": point, "ms": ms})
+    pathlib.Path(out).write_text(json.dumps(rows, indent=1))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
