@@ -21,12 +21,11 @@ import sys
 import tempfile
 from collections.abc import Callable
 
-import jinja2
 import torch
+from template_ab import use  # the same switch of template folders
 
 import xgemm
-from xgemm import compile as xcompile
-from xgemm import plan, render
+from xgemm import render
 from xgemm.tools import measuring
 
 TEMPLATE = pathlib.Path("gemm", "34_wgmma_any_ld.cu.j2")
@@ -62,14 +61,6 @@ def knocked_out(edit: Callable[[str], str]) -> str:
     assert edited != text, f"{TEMPLATE} moved: update this probe's edits"
     path.write_text(edited)
     return folder
-
-
-def use(folder: str) -> None:
-    """Render and compile from ``folder`` from here on (nothing cached from before)."""
-    render._env.loader = jinja2.FileSystemLoader(folder)
-    for cached in (render._render, xcompile._kernel):
-        cached.cache_clear()
-    plan.PLANS.clear()
 
 
 def main(out: str) -> None:
