@@ -38,15 +38,19 @@ KNOCKOUTS: dict[str, Callable[[str], str]] = {
     ),
 }
 POINT = {"BM": 128, "BN": 64, "CONSUMERS": 1, "STAGES": 3, "RAW": 2, "SPAN": 2, "SPLITS": 1}
+# 64 x 64 tiles, where a span of three phases fits beside a ring of four stages
+SMALL = {"BM": 64, "BN": 64, "CONSUMERS": 1, "STAGES": 4, "RAW": 2, "SPAN": 2, "SPLITS": 1}
 CASES = [
     (measuring.Product(821, 1107, 827), POINT),
-    (measuring.Product(821, 1107, 827), {**POINT, "SPAN": 3}),
+    (measuring.Product(821, 1107, 827), SMALL),
+    (measuring.Product(821, 1107, 827), {**SMALL, "SPAN": 3}),
     (
         measuring.Product(715, 1427, 409, "NT"),
         {"BM": 128, "BN": 128, "CONSUMERS": 1, "STAGES": 3, "RAW": 3, "SPAN": 1, "SPLITS": 1},
     ),
     (measuring.Product(7181, 35, 5492, "TN"), POINT),
-    (measuring.Product(7181, 35, 5492, "TN"), {**POINT, "SPAN": 3}),
+    (measuring.Product(7181, 35, 5492, "TN"), SMALL),
+    (measuring.Product(7181, 35, 5492, "TN"), {**SMALL, "SPAN": 3}),
     (measuring.Product(3528, 62, 10787), POINT),
 ]
 
@@ -79,7 +83,7 @@ def main(out: str) -> None:
             torch.cuda.synchronize()
         ms = measuring.median_ms_in_turns(launches, rounds=9, flush_l2=True)
         print(
-            f"{case.label:20} SPAN {point['SPAN']} "
+            f"{case.label:20} {point['BM']} x {point['BN']} SPAN {point['SPAN']} "
             + " ".join(f"{name} {ms[name] * 1e3:6.1f}" for name in launches),
             flush=True,
         )

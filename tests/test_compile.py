@@ -79,8 +79,18 @@ def _builds(cases):
     return jobs
 
 
-CASES = list(_cases())
-JOBS = _builds(CASES)
+def _narrow():
+    """Rung 14 at widths in 16s (``ranking.filling_width``): B K-major, C staged a row at a
+    time (TMA_STORE 2, as the plan stores such tiles), a stage fewer where that fits only."""
+    v = xgemm.get_variant("wgmma")
+    for bn, stages in ((144, 4), (224, 3)):
+        point = v.resolve({"BN": bn, "STAGES": stages, "TMA_STORE": 2}, "bfloat16")
+        yield v, point, Spec("bfloat16", b_col=True, bias=True)
+
+
+NARROW = list(_narrow())
+CASES = list(_cases()) + NARROW
+JOBS = _builds(CASES) + [(case, case[0].archs[-1]) for case in NARROW]
 
 
 def _id(case) -> str:

@@ -253,6 +253,50 @@ def test_c_rows_tma_cannot_write_are_stored_by_the_threads(rng, name, params):
         assert frobenius_error(launch(), f64(batch) @ f64(b)) < tol, f"seed {rng.seed}"
 
 
+NARROW_TILES = [{"BN": 144}, {"BN": 224, "STAGES": 3}, {"BM": 64, "BN": 112, "CONSUMERS": 1},
+                {"BN": 208, "TMA_STORE": 0}]
+
+
+@pytest.mark.parametrize("layout", ["NT", "TT"])
+@pytest.mark.parametrize("params", NARROW_TILES, ids=_params_id)
+def test_wgmma_tiles_of_any_width_in_16s(rng, params, layout):
+    """Rung 14 at widths in 16s (what auto cuts its tiles to where they fill the SMs' last
+    round) over a column-major B: C's edge inside a tile and inside a 64-column box, one
+    row, many tiles a block, staged a row at a time (a tile of part boxes: launch.params
+    says TMA_STORE=2) or from registers; the biased and activated epilogue, a batch."""
+    import cupy
+
+    tol = tolerance_of("wgmma", "bfloat16")
+    store = params.get("TMA_STORE", 2)
+    for shape in [(1, 200, 64), (300, 1000, 333), (4097, 2049, 129)]:
+        a, b = operands(rng, "wgmma", *shape, layout=layout, dtype="bfloat16")
+        c = poisoned(shape[0], shape[1], dtype="bfloat16")
+        launch = xgemm.prepare(a, b, variant="wgmma", out=c, **params)
+        assert launch.params["TMA_STORE"] == store
+        launch()
+        assert relative_error(c, a, b) < tol, f"{shape}, seed {rng.seed}"
+    m, n, k = 129, 611, 70
+    a, b = operands(rng, "wgmma", m, n, k, layout=layout, dtype="bfloat16")
+    bias = rng.array((n,), "bfloat16")
+    launch = xgemm.prepare(a, b, variant="wgmma", bias=bias, activation="relu", alpha=0.5,
+                           **params)
+    expected = cupy.maximum(0.5 * (f64(a) @ f64(b)) + f64(bias), 0)
+    assert frobenius_error(launch(), expected) < tol, f"seed {rng.seed}"
+    batch = rng.array((3, m, k), "bfloat16")
+    launch = xgemm.prepare(batch, b, variant="wgmma", **params)
+    assert frobenius_error(launch(), f64(batch) @ f64(b)) < tol, f"seed {rng.seed}"
+
+
+def test_wgmma_refuses_a_width_in_16s_over_a_row_major_b(rng):
+    """A row-major B arrives in 64-column boxes: BN=144 over it is refused before anything
+    is compiled, naming the fix; auto cuts no tile over it (128 x 18944 x 3584 keeps 256)."""
+    a, b = operands(rng, "wgmma", 128, 18944, 3584, layout="NN", dtype="bfloat16")
+    with pytest.raises(ValueError, match="BN=144 reads B column-major only"):
+        xgemm.prepare(a, b, variant="wgmma", BN=144)
+    assert xgemm.prepare(a, b).params["BN"] == 256
+    assert xgemm.prepare(a, b.T.copy().T).params["BN"] == 144  # the same B, column-major
+
+
 def test_ragged_rows_take_a_stage_fewer_where_their_wider_staging_does_not_fit(rng):
     """128 x 128 tiles at 6 stages fill the shared memory with C staged for TMA; rows TMA
     cannot write need a 16-byte line more each, so that point runs 5 stages there (and

@@ -672,7 +672,7 @@ def test_auto_takes_the_cheapest_candidate_that_clears_the_margin(monkeypatch, r
 
     monkeypatch.setattr(ranking.gpu, "multiprocessors", lambda device: 132)
     monkeypatch.setattr(ranking, "ruled", lambda *args: (rule, dict(rule.defaults), False,
-                                                         None, None))
+                                                         ["row", "row"], None))
     monkeypatch.setattr(ranking, "priced_copies", lambda *args: None)
     monkeypatch.setattr(ranking.cost, "estimate_near", lambda *args: 25.2e-6)
     monkeypatch.setattr(ranking.cost, "call_time", lambda gpu_seconds, shape: gpu_seconds)

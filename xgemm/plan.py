@@ -31,6 +31,7 @@ from .checks import (
     Shapes,
     check_arch,
     check_bias,
+    check_box_width,
     check_device_limits,
     check_factor,
     check_operands,
@@ -70,6 +71,7 @@ from .registry import Variant, get_variant
 from .render import SUM_THREADS
 from .signature import Call
 from .specs import DTYPES, EIGHT_BIT, Spec, check_eight_bit_spec, default_output
+from .tma import BOX_BYTES
 
 if TYPE_CHECKING:
     import cupy
@@ -377,6 +379,8 @@ def _make_plan(a: cupy.ndarray, b: cupy.ndarray, checked: _Checked,
             ("a", mats[0], vectors[0], shapes.m, shapes.k, readable[0]),
             ("b", mats[1], vectors[1], shapes.k, shapes.n, readable[1])))
     plan_a, plan_b, parts = _split_first(v, plan_a, plan_b, mats, shapes, device)
+    if v.tma and "BN" in p:  # a row-major B fills whole boxes only
+        check_box_width(v.name, p["BN"], BOX_BYTES // mats[1].itemsize, plan_b.layout.col)
     full_c, output, layout_c = plan_output(target, shapes, c_dtype, (a, b, bias))
     p = _store(v, p, dtype, c_dtype, read_c, full_c, layout_c, device)
 
@@ -420,14 +424,17 @@ def _store(v: Variant, p: dict[str, int], dtype: str, c_dtype: str, read_c: bool
            full_c: Any, layout_c: Layout, device: int) -> dict[str, int]:
     """``p`` with how C leaves the kernel where the rung can store it by TMA: not where
     C is read or its values cannot be staged (from registers); where TMA cannot write its
-    rows, staged a 16-byte line wider a row and sent by bulk copies (``TMA_STORE`` = 2),
+    rows, or a tile's rows end inside a box (rung 14's widths in 16s), staged a 16-byte
+    line wider a row and sent by bulk copies (``TMA_STORE`` = 2),
     a stage fewer where that staging does not fit, from registers where even two stages
     leave no room."""
     staged = (c_dtype in v.staged_c if v.staged_c  # a C whose values it can stage
               else full_c.itemsize == DTYPES[dtype].itemsize)
     if p.get("TMA_STORE") and (read_c or not staged):
         return {**p, "TMA_STORE": 0}
-    if p.get("TMA_STORE") and not tma_ready(pointer(full_c), layout_c, full_c.itemsize):
+    part_boxes = p.get("BN", 0) * full_c.itemsize % BOX_BYTES  # a tile ends inside a box
+    if p.get("TMA_STORE") and (part_boxes or not tma_ready(pointer(full_c), layout_c,
+                                                           full_c.itemsize)):
         p = {**p, "TMA_STORE": 2}
         room = gpu.properties(device).max_dynamic_smem
         while v.shared_memory(p, dtype) > room and p["STAGES"] > 2:

@@ -32,6 +32,8 @@ _OOB_FILL_ZEROS = 0      # CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE: outside the array 
 INVALID_CONTEXT = 201
 #: What TMA needs of a global array: base address and every stride in multiples of this.
 ALIGNMENT = 16
+#: Bytes of a row of a box swizzled in 128-byte mode, as the Hopper rungs' boxes of C are.
+BOX_BYTES = 128
 #: The line pitch TMA reads fastest, in bytes: a box's 128-byte line that starts 16 bytes
 #: past a multiple of 128 spans two of L2's lines. On the H100, rung 14 ran 1520 x 6904 x
 #: 9408:TN in 445 us on lines of 1520 and 6904 values and in 291 us on the same lines laid

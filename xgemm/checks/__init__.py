@@ -39,11 +39,12 @@ from .arguments import (
 from .arrays import check_bias, check_target, native, torch_formats
 from .device import MAX_WORKSPACE_BYTES, check_arch, check_device_limits, check_workspace
 from .scales import Scales, check_factor, check_scales, scaling, split_scales
-from .variants import check_layout_read, check_params_named
+from .variants import check_box_width, check_layout_read, check_params_named
 
 __all__ = [
     "AUTO", "FP8_FORMATS", "INT_MAX", "MAX_WORKSPACE_BYTES", "PRECISIONS", "TUNE", "Layout",
-    "Meta", "Scales", "Shapes", "check_arch", "check_bias", "check_device_limits",
+    "Meta", "Scales", "Shapes", "check_arch", "check_bias", "check_box_width",
+    "check_device_limits",
     "check_dtypes", "check_factor", "check_layout_read", "check_operands",
     "check_params_named", "check_precision", "check_precision_for",
     "check_scalar", "check_scales", "check_target", "check_workspace", "dtype_name", "extent",

@@ -36,3 +36,22 @@ def check_layout_read(variant: str, name: str, layouts: tuple[str, ...], col: bo
             f"{'column' if col else 'row'}-major; name a variant that reads both (e.g. "
             f"'tiled'), or pass {name} in the layout this one reads"
         )
+
+
+def check_box_width(variant: str, bn: int, box: int, b_col: bool) -> None:
+    """ValueError for tiles ``bn`` columns wide over a row-major B (``b_col`` False) on a
+    TMA rung: such a B arrives in boxes ``box`` values wide, so its tiles are whole boxes;
+    only a column-major B (K-major: one box of BN rows) takes any width rung 14 allows.
+
+    >>> check_box_width("wgmma", 144, 64, b_col=True)
+    >>> check_box_width("wgmma", 144, 64, b_col=False)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: variant 'wgmma' at BN=144 reads B column-major only ...
+    """
+    if not b_col and bn % box:
+        raise ValueError(
+            f"variant {variant!r} at BN={bn} reads B column-major only (a weight's "
+            f"transpose, w.T): a row-major B arrives in boxes {box} columns wide; give BN a "
+            f"multiple of {box}, or B column-major"
+        )

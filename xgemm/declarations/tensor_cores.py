@@ -78,12 +78,20 @@ register(Variant(
 
 # The Hopper rungs: wgmma fed by a TMA ring (13), and its C through TMA stores (14), for
 # 16-bit inputs and (14') float32 inputs as TF32.
+#: The Hopper rungs' tiles: whole m64 rows a consumer warpgroup, whole 64-wide boxes (an
+#: MN-major operand arrives in boxes 128 bytes wide, C leaves in such boxes)
+WHOLE_BOXES = "BM % (64 * CONSUMERS) == 0 and BN % 64 == 0"
+#: ... and rung 14's: any width in 16s, for B read K-major (one box of BN rows; the plan
+#: refuses a row-major B at such a width) and C stored a row at a time where its boxes
+#: would not be whole (TMA_STORE 2: ``plan._store``). A width cut to fill the SMs' last
+#: round (``ranking.filling_width``) takes less time a round than 64-wide steps allow.
+ANY_WIDTH = "BM % (64 * CONSUMERS) == 0 and BN % 16 == 0"
 HOPPER = dict(
     constraints=[
         "STAGES >= 2",      # a consumer hands a slot back only once the next one is full
         "CONSUMERS <= 2 and BM <= 256",  # a TMA box has at most 256 rows
         # whole m64 rows per consumer warpgroup, whole 64-wide boxes
-        "BM % (64 * CONSUMERS) == 0 and BN % 64 == 0",
+        WHOLE_BOXES,
         "BM // CONSUMERS // 64 * BN // 2 <= 128",  # accumulators a consumer thread holds
     ],
     block=("128 * (CONSUMERS + 1)",),
@@ -158,7 +166,8 @@ register(Variant(
                 {"BM": 64, "BN": 64, "CONSUMERS": 1, "STAGES": 10}, {"BN": 192, "STAGES": 4},
                 {"BN": 128, "STAGES": 6, "SPREAD": 1}],
     adds="C staged in shared memory and written by TMA stores while the next tile runs",
-    **WGMMA,
+    **{**WGMMA, "constraints": [ANY_WIDTH if rule == WHOLE_BOXES else rule
+                                for rule in WGMMA["constraints"]]},
 ))
 
 register(Variant(
