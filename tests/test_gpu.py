@@ -263,7 +263,8 @@ def test_wgmma_tiles_of_any_width_in_16s(rng, params, layout):
     """Rung 14 at widths in 16s (what auto cuts its tiles to where they fill the SMs' last
     round) over a column-major B: C's edge inside a tile and inside a 64-column box, one
     row, many tiles a block, staged a row at a time (a tile of part boxes: launch.params
-    says TMA_STORE=2) or from registers; the biased and activated epilogue, a batch."""
+    says TMA_STORE=2) or from registers; the biased and activated epilogue, a batch over
+    one B and over a B each (SPREAD), C read."""
     import cupy
 
     tol = tolerance_of("wgmma", "bfloat16")
@@ -285,6 +286,16 @@ def test_wgmma_tiles_of_any_width_in_16s(rng, params, layout):
     batch = rng.array((3, m, k), "bfloat16")
     launch = xgemm.prepare(batch, b, variant="wgmma", **params)
     assert frobenius_error(launch(), f64(batch) @ f64(b)) < tol, f"seed {rng.seed}"
+    # three products, each its own column-major B, the SMs shared among them (grid z)
+    bs = rng.array((3, n, k), "bfloat16").swapaxes(-1, -2)
+    launch = xgemm.prepare(batch, bs, variant="wgmma", **{**params, "SPREAD": 1})
+    assert frobenius_error(launch(), f64(batch) @ f64(bs)) < tol, f"seed {rng.seed}"
+    # C read (beta != 0): from registers
+    c = rng.array((m, n), "bfloat16")
+    launch = xgemm.prepare(a, b, variant="wgmma", c=c, alpha=2.0, beta=0.5, **params)
+    assert launch.params["TMA_STORE"] == 0
+    expected = 2.0 * (f64(a) @ f64(b)) + 0.5 * f64(c)
+    assert frobenius_error(launch(), expected) < tol, f"seed {rng.seed}"
 
 
 def test_wgmma_refuses_a_width_in_16s_over_a_row_major_b(rng):

@@ -449,7 +449,9 @@ def source(variant: str, dtype: str = "float32", *, a_col: bool = False, b_col: 
     B's dtype where it differs and how the scales apply ("none", "tensor", "vector").
 
     Boolean flags such as ``aligned`` of ``vectorized`` default to True; ``b_col``
-    defaults to the first layout the variant reads.
+    defaults to the first layout the variant reads. The point is rendered as given, not as
+    a call plans it: rung 14 at a width in 16s (``BN=144``) compiles only with
+    ``b_col=True`` and ``TMA_STORE`` 0 or 2, which a call's plan sets itself.
 
     Example:
         >>> import xgemm

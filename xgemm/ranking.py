@@ -19,6 +19,7 @@ from .parts import reads_parts
 from .registry import Variant, get_variant
 from .specs import DTYPES, EIGHT_BIT
 from .tma import ALIGNMENT as TMA_ALIGNMENT
+from .tma import BOX_BYTES
 
 #: Columns of C (rows, for B) up to which a TMA rung does not pad A (B) for a product of
 #: any size: the operand is then nearly all the bytes the product moves, and its padded copy
@@ -35,6 +36,10 @@ MODEL_MARGIN = 0.1
 #: 0.2-0.3), as it was fitted on single products and the rules were measured on batches
 #: (the developers' suite's attention products).
 BATCH_MODEL_MARGIN = 0.3
+#: K from which rung 14's tiles are cut to fill the SMs' last round even where C could
+#: leave by whole TMA boxes (:func:`filled`). A guess, not measured between 1024 and 3584:
+#: the products measured with C's store changed by the cut had K of 3584-18944.
+FILLING_MIN_K = 1024
 
 
 def ruled(mats: tuple, layouts: list, shapes: Shapes, dtype: str, device: int,
@@ -59,6 +64,8 @@ def ruled(mats: tuple, layouts: list, shapes: Shapes, dtype: str, device: int,
             into = v.transposed_into(name, p, m, n, k, sms) if copyable[i] else None
             if (into or read[i]) not in readable:
                 return False
+            if i == 1 and not boxes_fill(v, p, mats[1].itemsize, (into or read[1]) == "col"):
+                return False  # a tuned width in 16s, stored for a column-major B
             if not v.tma or reads_parts(v):  # rung 33's split writes TMA's lines itself
                 continue
             if into not in (None, read[i]):  # TMA reads the copy: rows of K values
@@ -130,12 +137,27 @@ def pick(mats: tuple, layouts: list, shapes: Shapes, dtype: str, device: int,
     return filled(v, p, shapes, read, dtype, sms)
 
 
+def boxes_fill(v: Variant, p: dict[str, int], itemsize: int, b_col: bool) -> bool:
+    """Whether B's tiles of ``v`` at ``p`` are whole boxes where B is read row-major (MN-major:
+    128-byte boxes along N); a column-major B, one box of BN rows, takes any width.
+
+    >>> boxes_fill(get_variant("wgmma"), {"BN": 144}, 2, b_col=False)
+    False
+    """
+    return b_col or v.tma_boxes.get("b") != "BN" or p.get("BN", 0) * itemsize % BOX_BYTES == 0
+
+
 def filled(v: Variant, p: dict[str, int], shapes: Shapes, read: list[str], dtype: str,
            sms: int) -> tuple[Variant, dict[str, int]]:
     """Rung 14's pick for one product whose B lies K-major (``read``: how A and B are
     read), its tiles cut to the width that fills the SMs' last round
     (:func:`filling_width`); any other pick as it is. The cost model priced the
     widths in 64s it was calibrated on: the cut keeps their rounds and shortens each.
+    Below ``FILLING_MIN_K``, only where C's rows are not whole 16-byte lines: a tile of
+    part boxes leaves a row at a time (``TMA_STORE`` 2), where C of whole lines leaves
+    by TMA boxes, and that row-wise store ran 1.6x slower where it is most of the time
+    (4864 x 15712 x 16, measured before); over short K the cut was measured only on C
+    leaving row-wise both ways (578 x 6175 x 190:NT, 0.97x).
 
     >>> from xgemm.checks import matmul_shapes
     >>> wgmma, shapes = get_variant("wgmma"), matmul_shapes((128, 3584), (3584, 18944))
@@ -146,6 +168,8 @@ def filled(v: Variant, p: dict[str, int], shapes: Shapes, read: list[str], dtype
     256
     """
     if v.name != "wgmma" or shapes.count != 1 or read[1] != "col":
+        return v, p
+    if shapes.k < FILLING_MIN_K and shapes.n * DTYPES[dtype].itemsize % TMA_ALIGNMENT == 0:
         return v, p
     width = filling_width(shapes.m, shapes.n, p["BM"], p["BN"], sms)
     return v, p if width == p["BN"] else v.resolve({**p, "BN": width}, dtype)
@@ -207,7 +231,10 @@ def contenders_to_time(mats: tuple, layouts: list, shapes: Shapes, dtype: str,
     if found is not None and get_variant(found[0]).precision in (None, precision):
         return ()
     v, p, _, read, copyable = ruled(mats, layouts, shapes, dtype, device, precision)
-    chosen = [(v, p)]
+    chosen = [(v, p)]  # the rules' pick, and its tiles cut as auto's call would run them
+    cut = filled(v, p, shapes, read, dtype, gpu.multiprocessors(device))
+    if cut != (v, p):
+        chosen.append(cut)
     for _, _, other, q in ranked(mats, layouts, read, copyable, shapes, dtype, device,
                                   precision):
         q = other.resolve(q, dtype)
@@ -287,10 +314,11 @@ def filling_width(m: int, n: int, bm: int, bn: int, sms: int) -> int:
     ``bn`` (narrower steps in 16s are not measured). The rounds stay as many and each
     takes less time. cuBLAS cuts its tiles so too (144 x 128 on 128 x 18944 x 3584:NT,
     where 128 x 256 tiles fill 74 of the 132 SMs: 132 tiles of 144). Measured on the
-    H200 (bench/results/h200/evidence/filling_width.txt): 0.87-0.97x the kernel time on
+    H200 (bench/results/h200/evidence/filling_width.txt): 0.87-0.98x the kernel time on
     ten of the twelve products it moved, as before on the two that stream a weight of
-    0.5-1 GB over 128 rows; and ``bn`` kept where C has fewer rows than a tile, whose
-    time the width does not set (1 x 12624 x 1776:NT: 1.10x, cut 192 -> 128).
+    0.47-1.09 GB over 128 rows; ``bn`` kept where C fills at most half a tile's rows
+    (1 x 12624 x 1776:NT ran 1.10x slower cut 192 -> 128; 65-127 rows compute whole
+    tiles as 128 do, and are cut, unmeasured).
 
     >>> filling_width(128, 18944, 128, 256, 132), filling_width(512, 28672, 128, 256, 132)
     (144, 224)
@@ -302,6 +330,6 @@ def filling_width(m: int, n: int, bm: int, bn: int, sms: int) -> int:
     rows = cdiv(m, bm)
     rounds = cdiv(rows * cdiv(n, bn), sms)
     per_row = rounds * sms // rows  # tiles a row of them may take in those rounds
-    if m < bm or per_row == 0:
+    if 2 * m <= bm or per_row == 0:
         return bn
     return min(bn, max(16 * cdiv(n, 16 * per_row), 128, bn // 2))

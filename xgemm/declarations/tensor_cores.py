@@ -81,11 +81,12 @@ register(Variant(
 #: The Hopper rungs' tiles: whole m64 rows a consumer warpgroup, whole 64-wide boxes (an
 #: MN-major operand arrives in boxes 128 bytes wide, C leaves in such boxes)
 WHOLE_BOXES = "BM % (64 * CONSUMERS) == 0 and BN % 64 == 0"
-#: ... and rung 14's: any width in 16s, for B read K-major (one box of BN rows; the plan
-#: refuses a row-major B at such a width) and C stored a row at a time where its boxes
-#: would not be whole (TMA_STORE 2: ``plan._store``). A width cut to fill the SMs' last
-#: round (``ranking.filling_width``) takes less time a round than 64-wide steps allow.
-ANY_WIDTH = "BM % (64 * CONSUMERS) == 0 and BN % 16 == 0"
+#: ... and rung 14's: any width in 16s from one box up, for B read K-major (one box of BN
+#: rows; the plan refuses a row-major B at such a width) and C stored a row at a time where
+#: its boxes would not be whole (TMA_STORE 2: ``plan._store``). A width cut to fill the
+#: SMs' last round (``ranking.filling_width``) takes less time a round than 64-wide steps
+#: allow.
+ANY_WIDTH = "BM % (64 * CONSUMERS) == 0 and BN % 16 == 0 and BN >= 64"
 HOPPER = dict(
     constraints=[
         "STAGES >= 2",      # a consumer hands a slot back only once the next one is full
