@@ -681,3 +681,21 @@ def test_auto_takes_the_cheapest_candidate_that_clears_the_margin(monkeypatch, r
     shapes = planning.Shapes((), 444, 1242, 674, (444, 1242), False, False)
     v, _ = ranking.pick((None, None), [None, None], shapes, "float16", 0, None)
     assert v.name == picked
+
+
+def test_autotune_times_the_cut_width_beside_the_rules_pick(monkeypatch):
+    """Where auto's call cuts rung 14's tiles to fill the SMs' last round (B column-major),
+    autotuning times that width as well as the rules' pick, so the width a call would run
+    is the one it can store."""
+    from xgemm import ranking
+
+    wgmma = xgemm.get_variant("wgmma")
+    monkeypatch.setattr(ranking.gpu, "multiprocessors", lambda device: 132)
+    monkeypatch.setattr(ranking.gpu, "gpu_name", lambda device: "a GPU nothing was tuned on")
+    monkeypatch.setattr(ranking, "ruled", lambda *args: (
+        wgmma, wgmma.resolve({}, "bfloat16"), False, ["row", "col"], [False, False]))
+    monkeypatch.setattr(ranking, "ranked", lambda *args: [])
+    shapes = planning.Shapes((), 128, 18944, 3584, (128, 18944), False, False)
+    chosen = ranking.contenders_to_time((None, None), [None, None], shapes, "bfloat16", 0,
+                                        None, 3)
+    assert [p["BN"] for _, p in chosen] == [256, 144]
