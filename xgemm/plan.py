@@ -379,8 +379,7 @@ def _make_plan(a: cupy.ndarray, b: cupy.ndarray, checked: _Checked,
             ("a", mats[0], vectors[0], shapes.m, shapes.k, readable[0]),
             ("b", mats[1], vectors[1], shapes.k, shapes.n, readable[1])))
     plan_a, plan_b, parts = _split_first(v, plan_a, plan_b, mats, shapes, device)
-    if v.tma_boxes.get("b") == "BN":  # a row-major B fills whole boxes only
-        check_box_width(v.name, p["BN"], BOX_BYTES // mats[1].itemsize, plan_b.layout.col)
+    check_box_width(v, p, mats[1].itemsize, plan_b.layout.col)  # a row-major B: whole boxes
     full_c, output, layout_c = plan_output(target, shapes, c_dtype, (a, b, bias))
     p = _store(v, p, dtype, c_dtype, read_c, full_c, layout_c, device)
 

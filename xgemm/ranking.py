@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from . import cost, gpu, tunefile
-from .checks import MAX_WORKSPACE_BYTES, Layout, Shapes, check_arch, layout_of
+from .checks import MAX_WORKSPACE_BYTES, Layout, Shapes, check_arch, layout_of, whole_boxes
 from .choice import TMA_PADDING_PAYS, choose, heuristic
 from .expressions import MAX_GRID, cdiv
 from .operands import tma_reads, transposable
@@ -19,7 +19,6 @@ from .parts import reads_parts
 from .registry import Variant, get_variant
 from .specs import DTYPES, EIGHT_BIT
 from .tma import ALIGNMENT as TMA_ALIGNMENT
-from .tma import BOX_BYTES
 
 #: Columns of C (rows, for B) up to which a TMA rung does not pad A (B) for a product of
 #: any size: the operand is then nearly all the bytes the product moves, and its padded copy
@@ -64,7 +63,7 @@ def ruled(mats: tuple, layouts: list, shapes: Shapes, dtype: str, device: int,
             into = v.transposed_into(name, p, m, n, k, sms) if copyable[i] else None
             if (into or read[i]) not in readable:
                 return False
-            if i == 1 and not boxes_fill(v, p, mats[1].itemsize, (into or read[1]) == "col"):
+            if i == 1 and not whole_boxes(v, p, mats[1].itemsize, (into or read[1]) == "col"):
                 return False  # a tuned width in 16s, stored for a column-major B
             if not v.tma or reads_parts(v):  # rung 33's split writes TMA's lines itself
                 continue
@@ -137,16 +136,6 @@ def pick(mats: tuple, layouts: list, shapes: Shapes, dtype: str, device: int,
     return filled(v, p, shapes, read, dtype, sms)
 
 
-def boxes_fill(v: Variant, p: dict[str, int], itemsize: int, b_col: bool) -> bool:
-    """Whether B's tiles of ``v`` at ``p`` are whole boxes where B is read row-major (MN-major:
-    128-byte boxes along N); a column-major B, one box of BN rows, takes any width.
-
-    >>> boxes_fill(get_variant("wgmma"), {"BN": 144}, 2, b_col=False)
-    False
-    """
-    return b_col or v.tma_boxes.get("b") != "BN" or p.get("BN", 0) * itemsize % BOX_BYTES == 0
-
-
 def filled(v: Variant, p: dict[str, int], shapes: Shapes, read: list[str], dtype: str,
            sms: int) -> tuple[Variant, dict[str, int]]:
     """Rung 14's pick for one product whose B lies K-major (``read``: how A and B are
@@ -167,7 +156,7 @@ def filled(v: Variant, p: dict[str, int], shapes: Shapes, read: list[str], dtype
     >>> filled(wgmma, p, shapes, ["row", "row"], "bfloat16", 132)[1]["BN"]
     256
     """
-    if v.name != "wgmma" or shapes.count != 1 or read[1] != "col":
+    if not v.fills_last_round or shapes.count != 1 or read[1] != "col":
         return v, p
     if shapes.k < FILLING_MIN_K and shapes.n * DTYPES[dtype].itemsize % TMA_ALIGNMENT == 0:
         return v, p

@@ -111,22 +111,22 @@ class Variant:
     #: rows: ``xgemm.plan`` pads the rows of an operand that has none.
     tma_boxes: Mapping[str, str] = field(default_factory=dict)
     #: The arguments its kernel takes after the common ones (A, B, C, sizes, leading
-    #: dimensions, batch strides, bias, alpha, beta), in order: "tensor_map_a",
-    #: "tensor_map_b", "tensor_map_c" (128-byte TMA maps, by value), "partials" and
-    #: "arrivals" (split-K's workspace, made per call, and its counters per tile of C,
-    #: zeroed once per stream: the kernel leaves them at zero), "scale_a" and "scale_b"
-    #: (an 8-bit product's scales: float32 on the GPU, null where there are none).
+    #: dimensions, batch strides, bias, alpha, beta), in order: "tensor_map_a", "_b", "_c"
+    #: (128-byte TMA maps, by value), "partials" and "arrivals" (split-K's workspace, made
+    #: per call, and its counters per tile of C, zeroed once per stream and left at zero),
+    #: "scale_a" and "scale_b" (an 8-bit product's scales: float32, null where none).
     extra_args: tuple[str, ...] = ()
-    #: The dtypes of C its TMA store stages (the ``smem_bytes`` expression sized the area
-    #: for them); empty: any C as wide as A and B. For any other C the plan turns
-    #: TMA_STORE off (C leaves from registers).
+    #: The dtypes of C its TMA store stages (``smem_bytes`` sized the area for them); empty:
+    #: any C as wide as A and B. Any other C leaves from registers (the plan: TMA_STORE 0).
     staged_c: tuple[str, ...] = ()
     #: Where ``auto`` first copies an operand into the layout this kernel reads fastest:
     #: per operand ("a", "b"), that layout and an expression over the parameters, M, N, K
-    #: and SMS saying when the copy pays for itself. Only an unbatched 2-D operand that
-    #: lies in the other layout is copied, by xgemm's transpose kernel, on each call (and
-    #: ``prepare(...).copies`` names it); a variant named in the call reads it in place.
+    #: and SMS saying when the copy pays for itself. Only an unbatched 2-D operand in the
+    #: other layout is copied, by xgemm's transpose kernel, each call (``prepare(...).copies``
+    #: names it); a variant named in the call reads it in place.
     transpose_first: Mapping[str, tuple[str, str]] = field(default_factory=dict)
+    #: Whether ``auto`` cuts BN in 16s to fill the SMs' last round (``ranking.filled``)
+    fills_last_round: bool = False
     #: Its family: "gemm" (the ladder), "grouped" (``xgemm.grouped_matmul``'s rungs), or a
     #: memory-bound one of ``xgemm.memory_bound`` ("transpose", "reverse", "sum",
     #: "stencil"), whose expressions use M and N for their input's rows and columns.

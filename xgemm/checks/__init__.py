@@ -39,7 +39,7 @@ from .arguments import (
 from .arrays import check_bias, check_target, native, torch_formats
 from .device import MAX_WORKSPACE_BYTES, check_arch, check_device_limits, check_workspace
 from .scales import Scales, check_factor, check_scales, scaling, split_scales
-from .variants import check_box_width, check_layout_read, check_params_named
+from .variants import check_box_width, check_layout_read, check_params_named, whole_boxes
 
 __all__ = [
     "AUTO", "FP8_FORMATS", "INT_MAX", "MAX_WORKSPACE_BYTES", "PRECISIONS", "TUNE", "Layout",
@@ -50,5 +50,5 @@ __all__ = [
     "check_scalar", "check_scales", "check_target", "check_workspace", "dtype_name", "extent",
     "input_dtypes", "layout_of", "matmul_shapes", "meta", "native", "on_gpu", "one_device",
     "output_dtype", "overlaps", "parse_activation", "scaling", "split_scales",
-    "torch_formats",
+    "torch_formats", "whole_boxes",
 ]

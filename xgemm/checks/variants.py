@@ -4,6 +4,10 @@ operand's layout, which a named variant may read in one way only.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
+from ..tma import BOX_BYTES as TMA_BOX_BYTES
 from .arguments import AUTO, TUNE
 
 
@@ -38,20 +42,36 @@ def check_layout_read(variant: str, name: str, layouts: tuple[str, ...], col: bo
         )
 
 
-def check_box_width(variant: str, bn: int, box: int, b_col: bool) -> None:
-    """ValueError for tiles ``bn`` columns wide over a row-major B (``b_col`` False) on a
-    TMA rung: such a B arrives in boxes ``box`` values wide, so its tiles are whole boxes;
-    only a column-major B (K-major: one box of BN rows) takes any width rung 14 allows.
+def whole_boxes(v: Any, p: Mapping[str, int], itemsize: int, b_col: bool) -> bool:
+    """Whether B's tiles of TMA rung ``v`` at ``p`` are whole boxes, as a row-major B
+    (``b_col`` False) arrives: 128-byte boxes along N. A column-major B is one box of BN
+    rows, any width; a rung whose B box is not BN (rung 36's roles swapped) is not asked.
 
-    >>> check_box_width("wgmma", 144, 64, b_col=True)
-    >>> check_box_width("wgmma", 144, 64, b_col=False)  # doctest: +ELLIPSIS
+    >>> import xgemm
+    >>> whole_boxes(xgemm.get_variant("wgmma"), {"BN": 144}, 2, b_col=False)
+    False
+    """
+    return (b_col or v.tma_boxes.get("b") != "BN"
+            or p.get("BN", 0) * itemsize % TMA_BOX_BYTES == 0)
+
+
+def check_box_width(v: Any, p: Mapping[str, int], itemsize: int, b_col: bool) -> None:
+    """ValueError for tiles of TMA rung ``v`` at ``p`` that a row-major B (``b_col``
+    False) cannot fill (:func:`whole_boxes`): only a column-major B takes any width rung 14
+    allows.
+
+    >>> import xgemm
+    >>> wgmma = xgemm.get_variant("wgmma")
+    >>> check_box_width(wgmma, {"BN": 144}, 2, b_col=True)
+    >>> check_box_width(wgmma, {"BN": 144}, 2, b_col=False)  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
     ValueError: variant 'wgmma' at BN=144 reads B column-major only ...
     """
-    if not b_col and bn % box:
+    if not whole_boxes(v, p, itemsize, b_col):
+        box = TMA_BOX_BYTES // itemsize
         raise ValueError(
-            f"variant {variant!r} at BN={bn} reads B column-major only (a weight's "
+            f"variant {v.name!r} at BN={p['BN']} reads B column-major only (a weight's "
             f"transpose, w.T): a row-major B arrives in boxes {box} columns wide; give BN a "
             f"multiple of {box}, or B column-major"
         )

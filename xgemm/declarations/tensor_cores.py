@@ -167,6 +167,7 @@ register(Variant(
                 {"BM": 64, "BN": 64, "CONSUMERS": 1, "STAGES": 10}, {"BN": 192, "STAGES": 4},
                 {"BN": 128, "STAGES": 6, "SPREAD": 1}],
     adds="C staged in shared memory and written by TMA stores while the next tile runs",
+    fills_last_round=True,
     **{**WGMMA, "constraints": [ANY_WIDTH if rule == WHOLE_BOXES else rule
                                 for rule in WGMMA["constraints"]]},
 ))
