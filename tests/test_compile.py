@@ -80,11 +80,14 @@ def _builds(cases):
 
 
 def _narrow():
-    """Rung 14 at widths in 16s (``ranking.filling_width``): B K-major, C staged a row at a
-    time (TMA_STORE 2, as the plan stores such tiles), a stage fewer where that fits only."""
-    v = xgemm.get_variant("wgmma")
-    for bn, stages in ((144, 4), (224, 3)):
-        point = v.resolve({"BN": bn, "STAGES": stages, "TMA_STORE": 2}, "bfloat16")
+    """Rungs 14 and 28 at widths in 16s (``ranking.filling_width``): B K-major, C staged a
+    row at a time (TMA_STORE 2, as the plan stores such tiles), a stage fewer where that
+    fits only."""
+    for name, point in (("wgmma", {"BN": 144, "STAGES": 4}), ("wgmma", {"BN": 224, "STAGES": 3}),
+                        ("wgmma_pingpong", {"BN": 112, "STAGES": 5}),
+                        ("wgmma_pingpong", {"BM": 64, "BN": 240, "STAGES": 4})):
+        v = xgemm.get_variant(name)
+        point = v.resolve({**point, "TMA_STORE": 2}, "bfloat16")
         yield v, point, Spec("bfloat16", b_col=True, bias=True)
 
 

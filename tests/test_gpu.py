@@ -253,46 +253,51 @@ def test_c_rows_tma_cannot_write_are_stored_by_the_threads(rng, name, params):
         assert frobenius_error(launch(), f64(batch) @ f64(b)) < tol, f"seed {rng.seed}"
 
 
-NARROW_TILES = [{"BN": 144}, {"BN": 224, "STAGES": 3}, {"BM": 64, "BN": 112, "CONSUMERS": 1},
-                {"BN": 208, "TMA_STORE": 0}]
+NARROW_TILES = [("wgmma", {"BN": 144}), ("wgmma", {"BN": 224, "STAGES": 3}),
+                ("wgmma", {"BM": 64, "BN": 112, "CONSUMERS": 1}),
+                ("wgmma", {"BM": 64, "BN": 80, "CONSUMERS": 1, "STAGES": 8}),
+                ("wgmma", {"BN": 208, "TMA_STORE": 0}),
+                ("wgmma_pingpong", {"BN": 112}),
+                ("wgmma_pingpong", {"BM": 64, "BN": 176, "STAGES": 4})]
 
 
 @pytest.mark.parametrize("layout", ["NT", "TT"])
-@pytest.mark.parametrize("params", NARROW_TILES, ids=_params_id)
-def test_wgmma_tiles_of_any_width_in_16s(rng, params, layout):
-    """Rung 14 at widths in 16s (what auto cuts its tiles to where they fill the SMs' last
-    round) over a column-major B: C's edge inside a tile and inside a 64-column box, one
-    row, many tiles a block, staged a row at a time (a tile of part boxes: launch.params
-    says TMA_STORE=2) or from registers; the biased and activated epilogue, a batch over
-    one B and over a B each (SPREAD), C read."""
+@pytest.mark.parametrize("name, params", NARROW_TILES,
+                         ids=[f"{n}-{_params_id(p)}" for n, p in NARROW_TILES])
+def test_wgmma_tiles_of_any_width_in_16s(rng, name, params, layout):
+    """Rungs 14 and 28 at widths in 16s (what auto cuts their tiles to where they fill the
+    SMs' last round) over a column-major B: C's edge inside a tile and inside a 64-column
+    box, one row, many tiles a block, staged a row at a time (a tile of part boxes:
+    launch.params says TMA_STORE=2) or from registers; the biased and activated epilogue,
+    a batch over one B and over a B each (SPREAD), C read."""
     import cupy
 
-    tol = tolerance_of("wgmma", "bfloat16")
+    tol = tolerance_of(name, "bfloat16")
     store = params.get("TMA_STORE", 2)
     for shape in [(1, 200, 64), (300, 1000, 333), (4097, 2049, 129)]:
-        a, b = operands(rng, "wgmma", *shape, layout=layout, dtype="bfloat16")
+        a, b = operands(rng, name, *shape, layout=layout, dtype="bfloat16")
         c = poisoned(shape[0], shape[1], dtype="bfloat16")
-        launch = xgemm.prepare(a, b, variant="wgmma", out=c, **params)
+        launch = xgemm.prepare(a, b, variant=name, out=c, **params)
         assert launch.params["TMA_STORE"] == store
         launch()
         assert relative_error(c, a, b) < tol, f"{shape}, seed {rng.seed}"
     m, n, k = 129, 611, 70
-    a, b = operands(rng, "wgmma", m, n, k, layout=layout, dtype="bfloat16")
+    a, b = operands(rng, name, m, n, k, layout=layout, dtype="bfloat16")
     bias = rng.array((n,), "bfloat16")
-    launch = xgemm.prepare(a, b, variant="wgmma", bias=bias, activation="relu", alpha=0.5,
+    launch = xgemm.prepare(a, b, variant=name, bias=bias, activation="relu", alpha=0.5,
                            **params)
     expected = cupy.maximum(0.5 * (f64(a) @ f64(b)) + f64(bias), 0)
     assert frobenius_error(launch(), expected) < tol, f"seed {rng.seed}"
     batch = rng.array((3, m, k), "bfloat16")
-    launch = xgemm.prepare(batch, b, variant="wgmma", **params)
+    launch = xgemm.prepare(batch, b, variant=name, **params)
     assert frobenius_error(launch(), f64(batch) @ f64(b)) < tol, f"seed {rng.seed}"
     # three products, each its own column-major B, the SMs shared among them (grid z)
     bs = rng.array((3, n, k), "bfloat16").swapaxes(-1, -2)
-    launch = xgemm.prepare(batch, bs, variant="wgmma", **{**params, "SPREAD": 1})
+    launch = xgemm.prepare(batch, bs, variant=name, **{**params, "SPREAD": 1})
     assert frobenius_error(launch(), f64(batch) @ f64(bs)) < tol, f"seed {rng.seed}"
     # C read (beta != 0): from registers
     c = rng.array((m, n), "bfloat16")
-    launch = xgemm.prepare(a, b, variant="wgmma", c=c, alpha=2.0, beta=0.5, **params)
+    launch = xgemm.prepare(a, b, variant=name, c=c, alpha=2.0, beta=0.5, **params)
     assert launch.params["TMA_STORE"] == 0
     expected = 2.0 * (f64(a) @ f64(b)) + 0.5 * f64(c)
     assert frobenius_error(launch(), expected) < tol, f"seed {rng.seed}"

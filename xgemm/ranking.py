@@ -138,15 +138,16 @@ def pick(mats: tuple, layouts: list, shapes: Shapes, dtype: str, device: int,
 
 def filled(v: Variant, p: dict[str, int], shapes: Shapes, read: list[str], dtype: str,
            sms: int) -> tuple[Variant, dict[str, int]]:
-    """Rung 14's pick for one product whose B lies K-major (``read``: how A and B are
-    read), its tiles cut to the width that fills the SMs' last round
-    (:func:`filling_width`); any other pick as it is. The cost model priced the
-    widths in 64s it was calibrated on: the cut keeps their rounds and shortens each.
+    """The pick of a rung that declares ``fills_last_round`` (14 and 28) for one product
+    whose B lies K-major (``read``: how A and B are read), its tiles cut to the width
+    that fills the SMs' last round (:func:`filling_width`); any other pick as it is. The
+    cost model priced the widths in 64s it was calibrated on: the cut keeps their rounds
+    and shortens each.
     Below ``FILLING_MIN_K``, only where C's rows are not whole 16-byte lines: a tile of
     part boxes leaves a row at a time (``TMA_STORE`` 2), where C of whole lines leaves
     by TMA boxes, and that row-wise store ran 1.6x slower where it is most of the time
     (4864 x 15712 x 16, measured before); over short K the cut was measured only on C
-    leaving row-wise both ways (578 x 6175 x 190:NT, 0.97x).
+    leaving row-wise both ways (578 x 6175 x 190:NT, 0.97x; K of 8-48, within noise).
 
     >>> from xgemm.checks import matmul_shapes
     >>> wgmma, shapes = get_variant("wgmma"), matmul_shapes((128, 3584), (3584, 18944))
@@ -155,6 +156,10 @@ def filled(v: Variant, p: dict[str, int], shapes: Shapes, read: list[str], dtype
     144
     >>> filled(wgmma, p, shapes, ["row", "row"], "bfloat16", 132)[1]["BN"]
     256
+    >>> pingpong, shapes = get_variant("wgmma_pingpong"), matmul_shapes((512, 18944), (18944, 3584))
+    >>> filled(pingpong, pingpong.resolve({}, "bfloat16"), shapes, ["row", "col"], "bfloat16",
+    ...        132)[1]["BN"]
+    112
     """
     if not v.fills_last_round or shapes.count != 1 or read[1] != "col":
         return v, p
@@ -297,28 +302,32 @@ def ranked(mats: tuple, layouts: list, read: list, copyable: list, shapes: Shape
 
 
 def filling_width(m: int, n: int, bm: int, bn: int, sms: int) -> int:
-    """The width of rung 14's tiles of ``bm`` rows that fills the SMs' last round: the
-    narrowest multiple of 16 whose tiles take no more rounds (each SM its share of the
-    tiles, walked one after another) than ``bn``-wide ones, and at least 128 and half of
-    ``bn`` (narrower steps in 16s are not measured). The rounds stay as many and each
-    takes less time. cuBLAS cuts its tiles so too (144 x 128 on 128 x 18944 x 3584:NT,
-    where 128 x 256 tiles fill 74 of the 132 SMs: 132 tiles of 144). Measured on the
-    H200 (bench/results/h200/evidence/filling_width.txt): 0.87-0.98x the kernel time on
-    ten of the twelve products it moved, as before on the two that stream a weight of
-    0.47-1.09 GB over 128 rows; ``bn`` kept where C fills at most half a tile's rows
-    (1 x 12624 x 1776:NT ran 1.10x slower cut 192 -> 128; 65-127 rows compute whole
-    tiles as 128 do, and are cut, unmeasured).
+    """The width of tiles of ``bm`` rows that fills the SMs' last round: the narrowest
+    multiple of 16 whose tiles take no more rounds (each SM its share of the tiles,
+    walked one after another) than ``bn``-wide ones, and at least one 64-wide box and half
+    of ``bn``. The rounds stay as many and each takes less time. cuBLAS cuts its tiles so
+    too (144 x 128 on 128 x 18944 x 3584:NT, where 128 x 256 tiles fill 74 of the 132 SMs:
+    132 tiles of 144; 112 x 128 on 512 x 3584 x 18944:NT, where 128 x 128 fill 112).
+    Measured on the H200 (bench/results/h200/evidence/filling_width*.txt): rung 14 cut
+    from 256 and 192, 0.87-0.98x the kernel time on ten of the twelve products it moved,
+    as before on the two that stream a weight of 0.47-1.09 GB over 128 rows; rungs 14 and
+    28 cut from 128 (and rung 28 from 256): 0.97x in the geometric mean over 26 products,
+    0.82-0.95x where the rounds multiply, as before (noise of +-9% at 7-12 us) where K is
+    a few dozen and C's store is the time, 1.02x and 1.07x where a weight streams over
+    128 rows (128 x 14336 x 4096:NT) or a tile of 128 x 128 was cut to 80. ``bn`` kept
+    where C fills at most half a tile's rows (1 x 12624 x 1776:NT ran 1.10x slower cut
+    192 -> 128; 65-127 rows compute whole tiles as 128 do, and are cut, unmeasured).
 
     >>> filling_width(128, 18944, 128, 256, 132), filling_width(512, 28672, 128, 256, 132)
     (144, 224)
     >>> filling_width(8192, 8192, 128, 256, 132), filling_width(1024, 1024, 128, 256, 132)
     (256, 128)
-    >>> filling_width(1, 12624, 128, 192, 132)
-    192
+    >>> filling_width(1, 12624, 128, 192, 132), filling_width(512, 3584, 128, 128, 132)
+    (192, 112)
     """
     rows = cdiv(m, bm)
     rounds = cdiv(rows * cdiv(n, bn), sms)
     per_row = rounds * sms // rows  # tiles a row of them may take in those rounds
     if 2 * m <= bm or per_row == 0:
         return bn
-    return min(bn, max(16 * cdiv(n, 16 * per_row), 128, bn // 2))
+    return min(bn, max(16 * cdiv(n, 16 * per_row), 64, bn // 2))

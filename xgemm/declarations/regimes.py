@@ -363,6 +363,7 @@ register(Variant(
     # 128 x 128 a warpgroup (128 x 256 a block of two) over five stages; 64 x 256, rung 14's
     # instruction, has room for four
     candidates=[{}, {"BM": 64, "BN": 256, "STAGES": 4}],
+    fills_last_round=True,
     **{**WGMMA, "template": "gemm/28_wgmma_pingpong.cu.j2",
        "defaults": {"BM": 128, "BN": 128, "CONSUMERS": 2, "STAGES": 5, "GROUP": 8,
                     "TMA_STORE": 1, "SPREAD": 0},
@@ -371,7 +372,8 @@ register(Variant(
        "constraints": [
            "STAGES >= 2",  # a consumer hands a slot back only once the next one is full
            "CONSUMERS == 2 and BM <= 256",  # two take turns; a TMA box has at most 256 rows
-           "BM % 64 == 0 and BN % 64 == 0",  # whole m64 rows, whole 64-wide boxes
+           # whole m64 rows; any width in 16s from one box up over a K-major B (rung 14's)
+           "BM % 64 == 0 and BN % 16 == 0 and BN >= 64",
            "BM // 64 * BN // 2 <= 128",  # accumulators a consumer thread holds: a whole tile
            "TMA_STORE in (0, 1, 2)",  # 2: planned, for rows TMA cannot write
        ],
