@@ -19,6 +19,7 @@ from .parts import reads_parts
 from .registry import Variant, get_variant
 from .specs import DTYPES, EIGHT_BIT
 from .tma import ALIGNMENT as TMA_ALIGNMENT
+from .tma import BOX_BYTES as TMA_BOX_BYTES
 
 #: Columns of C (rows, for B) up to which a TMA rung does not pad A (B) for a product of
 #: any size: the operand is then nearly all the bytes the product moves, and its padded copy
@@ -139,8 +140,9 @@ def pick(mats: tuple, layouts: list, shapes: Shapes, dtype: str, device: int,
 def filled(v: Variant, p: dict[str, int], shapes: Shapes, read: list[str], dtype: str,
            sms: int) -> tuple[Variant, dict[str, int]]:
     """The pick of a rung that declares ``fills_last_round`` (14 and 28) for one product
-    whose B lies K-major (``read``: how A and B are read), its tiles cut to the width
-    that fills the SMs' last round (:func:`filling_width`); any other pick as it is. The
+    (``read``: how A and B are read), its tiles cut to the width that fills the SMs'
+    last round (:func:`filling_width`): in 16s where B lies K-major, in whole boxes (64
+    columns in 16 bits) where it lies row-major; any other pick as it is. The
     cost model priced the widths in 64s it was calibrated on: the cut keeps their rounds
     and shortens each.
     Below ``FILLING_MIN_K``, only where C's rows are not whole 16-byte lines: a tile of
@@ -154,19 +156,24 @@ def filled(v: Variant, p: dict[str, int], shapes: Shapes, read: list[str], dtype
     >>> p = wgmma.resolve({}, "bfloat16")
     >>> filled(wgmma, p, shapes, ["row", "col"], "bfloat16", 132)[1]["BN"]
     144
-    >>> filled(wgmma, p, shapes, ["row", "row"], "bfloat16", 132)[1]["BN"]
-    256
+    >>> filled(wgmma, p, shapes, ["row", "row"], "bfloat16", 132)[1]["BN"]  # B's boxes
+    192
     >>> pingpong, shapes = get_variant("wgmma_pingpong"), matmul_shapes((512, 18944), (18944, 3584))
     >>> filled(pingpong, pingpong.resolve({}, "bfloat16"), shapes, ["row", "col"], "bfloat16",
     ...        132)[1]["BN"]
     112
     """
-    if not v.fills_last_round or shapes.count != 1 or read[1] != "col":
+    if not v.fills_last_round or shapes.count != 1:
         return v, p
-    if shapes.k < FILLING_MIN_K and shapes.n * DTYPES[dtype].itemsize % TMA_ALIGNMENT == 0:
+    item = DTYPES[dtype].itemsize
+    if shapes.k < FILLING_MIN_K and shapes.n * item % TMA_ALIGNMENT == 0:
         return v, p
-    width = filling_width(shapes.m, shapes.n, p["BM"], p["BN"], sms)
-    return v, p if width == p["BN"] else v.resolve({**p, "BN": width}, dtype)
+    b_col = read[1] == "col"  # one box of BN rows; a row-major B comes in whole boxes
+    step = 16 if b_col else TMA_BOX_BYTES // item
+    width = filling_width(shapes.m, shapes.n, p["BM"], p["BN"], sms, step)
+    if width == p["BN"] or not whole_boxes(v, {**p, "BN": width}, item, b_col):
+        return v, p
+    return v, v.resolve({**p, "BN": width}, dtype)
 
 
 @dataclass(frozen=True)
@@ -301,9 +308,10 @@ def ranked(mats: tuple, layouts: list, read: list, copyable: list, shapes: Shape
                         if (shape := priced(v, p)) is not None), dtype, sms, precision)
 
 
-def filling_width(m: int, n: int, bm: int, bn: int, sms: int) -> int:
+def filling_width(m: int, n: int, bm: int, bn: int, sms: int, step: int = 16) -> int:
     """The width of tiles of ``bm`` rows that fills the SMs' last round: the narrowest
-    multiple of 16 whose tiles take no more rounds (each SM its share of the tiles,
+    multiple of ``step`` (16 over a K-major B; a row-major B's boxes, 64 in 16 bits) whose
+    tiles take no more rounds (each SM its share of the tiles,
     walked one after another) than ``bn``-wide ones, and at least one 64-wide box and half
     of ``bn``. The rounds stay as many and each takes less time. cuBLAS cuts its tiles so
     too (144 x 128 on 128 x 18944 x 3584:NT, where 128 x 256 tiles fill 74 of the 132 SMs:
@@ -314,7 +322,8 @@ def filling_width(m: int, n: int, bm: int, bn: int, sms: int) -> int:
     28 cut from 128 (and rung 28 from 256): 0.97x in the geometric mean over 26 products,
     0.82-0.95x where the rounds multiply, as before (noise of +-9% at 7-12 us) where K is
     a few dozen and C's store is the time, 1.02x and 1.07x where a weight streams over
-    128 rows (128 x 14336 x 4096:NT) or a tile of 128 x 128 was cut to 80. ``bn`` kept
+    128 rows (128 x 14336 x 4096:NT) or a tile of 128 x 128 was cut to 80; over a
+    row-major B in whole boxes, 0.93x over 25 products (0.88-1.03x). ``bn`` kept
     where C fills at most half a tile's rows (1 x 12624 x 1776:NT ran 1.10x slower cut
     192 -> 128; 65-127 rows compute whole tiles as 128 do, and are cut, unmeasured).
 
@@ -324,10 +333,12 @@ def filling_width(m: int, n: int, bm: int, bn: int, sms: int) -> int:
     (256, 128)
     >>> filling_width(1, 12624, 128, 192, 132), filling_width(512, 3584, 128, 128, 132)
     (192, 112)
+    >>> filling_width(128, 18944, 128, 256, 132, step=64)
+    192
     """
     rows = cdiv(m, bm)
     rounds = cdiv(rows * cdiv(n, bn), sms)
     per_row = rounds * sms // rows  # tiles a row of them may take in those rounds
     if 2 * m <= bm or per_row == 0:
         return bn
-    return min(bn, max(16 * cdiv(n, 16 * per_row), 64, bn // 2))
+    return min(bn, max(step * cdiv(n, step * per_row), 64, step * cdiv(bn // 2, step)))
