@@ -17,8 +17,8 @@ import argparse
 from tqdm import tqdm
 
 from xgemm.tools import generalisation, measuring
-from xgemm.tools.bench import load_json, save_json
 from xgemm.tools.machine import source_commit
+from xgemm.tools.results import load_json, save_json
 
 
 def main() -> None:

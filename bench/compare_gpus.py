@@ -23,8 +23,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from xgemm.tools.bench import load_json  # noqa: E402
 from xgemm.tools.generalisation import geomean  # noqa: E402
+from xgemm.tools.results import load_json, result_files, result_name  # noqa: E402
 
 
 def load(path: Path) -> tuple[str, dict[str, dict[str, Any]]] | None:
@@ -74,14 +74,14 @@ def main() -> None:
     parser.add_argument("--under", type=float, help="list the second directory's random "
                         "rows under this many times cuBLAS a call")
     args = parser.parse_args()
-    names = sorted({p.name for d in (args.first, args.second) for p in d.glob("*.json")})
+    files = [{result_name(p): p for p in result_files(d)} for d in (args.first, args.second)]
+    names = sorted(set(files[0]) | set(files[1]))
     print(f"{'file':26} {'cases':>5} {'same':>5} {'call x':>13} {'kernel x':>13} "
           f"{'cuBLAS':>7}  commits")
     print(f"{'':26} {'':>5} {'pick':>5} {'1st':>6} {'2nd':>6} {'1st':>6} {'2nd':>6} "
           f"{'1st/2nd':>7}  1st / 2nd")
     for name in names:
-        first, second = (load(d / name) if (d / name).exists() else None
-                         for d in (args.first, args.second))
+        first, second = (load(found[name]) if name in found else None for found in files)
         if first is None and second is None:
             continue
         if first is None or second is None:
@@ -91,24 +91,24 @@ def main() -> None:
             calls, kernels = ((call, "-"), (kernel, "-")) if first else (("-", call),
                                                                           ("-", kernel))
             commits = f"{commit} / -" if first else f"- / {commit}"
-            print(f"{name[:-5]:26} {len(rows):5} {'-':>5} {calls[0]:>6} {calls[1]:>6} "
+            print(f"{name:26} {len(rows):5} {'-':>5} {calls[0]:>6} {calls[1]:>6} "
                   f"{kernels[0]:>6} {kernels[1]:>6} {'-':>7}  {commits}")
             continue
         s = compare(first[1], second[1])
         ratios = " ".join(number(s[key]) for key in ("call_first", "call_second",
                                                      "kernel_first", "kernel_second"))
-        print(f"{name[:-5]:26} {s['cases']:5} {s['same_pick']:5} {ratios} "
+        print(f"{name:26} {s['cases']:5} {s['same_pick']:5} {ratios} "
               f"{number(s['cublas_speedup'], 7)}  {first[0]} / {second[0]}")
     if args.under is None:
         return
     print(f"\nRandom rows of {args.second} under {args.under}x cuBLAS a call "
           "(regret: auto's kernel over the fastest candidate's, '-' where not measured)")
-    for path in sorted(args.second.glob("random_*.json")):
+    for path in result_files(args.second, "random_*"):
         loaded = load(path)
         for row in (loaded[1].values() if loaded else ()):
             if row["x_call"] < args.under:
                 regret = f"{row['regret']:.2f}" if row.get("regret") else "-"
-                print(f"{path.stem:26} {row['case']:18} {row['variant']:14} "
+                print(f"{result_name(path):26} {row['case']:18} {row['variant']:14} "
                       f"copies {','.join(row.get('copies') or []) or '-':4} "
                       f"call {row['x_call']:.2f} kernel {row['x_kernel']:.2f} "
                       f"regret {regret}")

@@ -27,7 +27,7 @@ from xgemm import gpu
 from xgemm.expressions import cdiv
 from xgemm.timing import scrub_pays
 from xgemm.tools import generalisation, measuring
-from xgemm.tools.bench import save_json
+from xgemm.tools.results import save_json
 
 #: Timed calls of each contender (their median is its time).
 REPEAT = 10

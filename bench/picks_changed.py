@@ -26,8 +26,8 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from xgemm import gpu  # noqa: E402
-from xgemm.tools.bench import load_json  # noqa: E402
 from xgemm.tools.generalisation import auto_pick  # noqa: E402
+from xgemm.tools.results import load_json, result_files, result_name  # noqa: E402
 
 HEADER = ("# Published rows whose pick auto makes differently now: file, case, the pick "
           "measured -> the pick now\n# (bench/picks_changed.py; their figures are the "
@@ -61,7 +61,7 @@ def changed(path: Path) -> Iterator[str]:
                 continue
             now = pick_now(row)
             if now != (row["variant"], row["params"]):
-                yield (f"{path.stem} {row['case']} {label(row['variant'], row['params'])}"
+                yield (f"{result_name(path)} {row['case']} {label(row['variant'], row['params'])}"
                        f" -> {label(*now)}")
 
 
@@ -73,8 +73,8 @@ def main() -> None:
         os.environ["XGEMM_TUNE_CACHE"] = os.path.join(empty, "tuned.json")
         os.environ.pop("XGEMM_CALIBRATION", None)
         print(HEADER, end="")
-        for path in sorted(args.results.glob("random_*_seed*.json")):
-            if not path.stem.startswith(("random_float8", "random_int8")):
+        for path in result_files(args.results, "random_*_seed*"):
+            if not result_name(path).startswith(("random_float8", "random_int8")):
                 for line in changed(path):
                     print(line)
 

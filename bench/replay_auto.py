@@ -24,8 +24,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from xgemm import gpu  # noqa: E402
-from xgemm.tools.bench import load_json  # noqa: E402
 from xgemm.tools.generalisation import auto_pick  # noqa: E402
+from xgemm.tools.results import load_json  # noqa: E402
 
 PLANNED = ("TMA_STORE",)  # set by the plan from C's rows, not by the choice
 

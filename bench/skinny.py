@@ -26,8 +26,9 @@ import torch
 
 import xgemm
 from xgemm.timing import time_launches
-from xgemm.tools.bench import relative_error, save_json
+from xgemm.tools.bench import relative_error
 from xgemm.tools.machine import measure_copy_bandwidth
+from xgemm.tools.results import save_json
 
 ROWS = (1, 4, 8, 16)
 SIZES = ((4096, 4096), (14336, 4096), (4096, 14336), (2048, 2048))  # (N, K)

@@ -27,7 +27,7 @@ import xgemm
 from xgemm.expressions import cdiv
 from xgemm.timing import scrub_pays
 from xgemm.tools import measuring
-from xgemm.tools.bench import save_json
+from xgemm.tools.results import save_json
 
 #: 128 x 256 tiles a drawn product has at least: half a round of the H100's 132 SMs.
 MIN_TILES = 66

@@ -125,8 +125,7 @@ class Variant:
     #: other layout is copied, by xgemm's transpose kernel, each call (``prepare(...).copies``
     #: names it); a variant named in the call reads it in place.
     transpose_first: Mapping[str, tuple[str, str]] = field(default_factory=dict)
-    #: Whether ``auto`` cuts BN in 16s to fill the SMs' last round (``ranking.filled``):
-    #: a rung whose B box is BN rows and whose C may leave a row at a time (14, 28)
+    #: Whether ``auto`` cuts BN to fill the SMs' last round (``ranking.filled``; 14, 28)
     fills_last_round: bool = False
     #: Its family: "gemm" (the ladder), "grouped" (``xgemm.grouped_matmul``'s rungs), or a
     #: memory-bound one of ``xgemm.memory_bound`` ("transpose", "reverse", "sum",

@@ -17,15 +17,12 @@ Example:
 from __future__ import annotations
 
 import csv
-import gzip
 import json
 import math
-import os
 import statistics
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Any
 
 from ..api import AUTO, Launch, prepare
@@ -33,6 +30,7 @@ from ..gpu import properties
 from ..registry import get_variant
 from ..specs import numpy_dtype
 from ..timing import scrub_pays, time_launches
+from .results import save_json
 from .tolerances import TOLERANCE
 
 
@@ -379,36 +377,6 @@ def table(results: Sequence[Result], machine: dict[str, Any] | None = None) -> s
     widths = [max(len(row[i]) for row in body) for i in range(len(COLUMNS))]
     return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
                      for row in body)
-
-
-def load_json(path: str | os.PathLike[str]) -> Any:
-    """A results file, as written or gzip-compressed (``.json.gz``: how
-    ``bench/results/<gpu>/evidence/`` keeps its large runs).
-
-    Example:
-        >>> import gzip, json, tempfile, pathlib
-        >>> path = pathlib.Path(tempfile.mkdtemp()) / "run.json.gz"
-        >>> _ = path.write_bytes(gzip.compress(json.dumps({"rows": []}).encode()))
-        >>> load_json(path)
-        {'rows': []}
-    """
-    raw = Path(path).read_bytes()
-    return json.loads(gzip.decompress(raw) if str(path).endswith(".gz") else raw)
-
-
-def save_json(path: str | os.PathLike[str], data: Any) -> None:
-    """Write ``data`` as :func:`load_json` reads it back: indented JSON, gzip-compressed
-    where the name ends in ``.gz`` (with no timestamp, so the same data gives the same
-    bytes).
-
-    Example:
-        >>> import tempfile, pathlib
-        >>> path = pathlib.Path(tempfile.mkdtemp()) / "run.json.gz"
-        >>> save_json(path, {"rows": [1]}); load_json(path)
-        {'rows': [1]}
-    """
-    text = (json.dumps(data, indent=1) + "\n").encode()
-    Path(path).write_bytes(gzip.compress(text, mtime=0) if str(path).endswith(".gz") else text)
 
 
 def write_json(path: str, results: Sequence[Result], machine: dict[str, Any]) -> None:

@@ -18,9 +18,8 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from .bench import save_json
 from .machine import machine_info
-from .results import OWN_SUITES, own_suite
+from .results import OWN_SUITES, own_suite, save_json
 
 #: The square sizes ``xgemm bench`` runs where none are given.
 DEFAULT_SIZES = (128, 256, 512, 1024, 2048, 4096, 8192)
@@ -453,7 +452,7 @@ def run_report(args: argparse.Namespace) -> int:
 
 def run_calibrate(args: argparse.Namespace) -> int:
     from .. import calibrate
-    from .bench import load_json
+    from .results import load_json
 
     if args.copies_sampled and not args.copies:
         _usage_error("--copies-sampled says what the samples' copies cost; --copies must say "

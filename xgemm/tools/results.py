@@ -10,6 +10,7 @@ Example:
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 from collections.abc import Mapping
@@ -107,18 +108,69 @@ def column_of(data: Mapping[str, Any]) -> str:
     return "+".join(dtypes) if dtypes else "float32"
 
 
+def load_json(path: str | os.PathLike[str]) -> Any:
+    """A results file, as written or gzip-compressed (``.json.gz``: how
+    ``bench/results/<gpu>/`` keeps its random seeds, and its evidence/ its large runs).
+
+    Example:
+        >>> import gzip, json, tempfile, pathlib
+        >>> path = pathlib.Path(tempfile.mkdtemp()) / "run.json.gz"
+        >>> _ = path.write_bytes(gzip.compress(json.dumps({"rows": []}).encode()))
+        >>> load_json(path)
+        {'rows': []}
+    """
+    raw = Path(path).read_bytes()
+    return json.loads(gzip.decompress(raw) if str(path).endswith(".gz") else raw)
+
+
+def save_json(path: str | os.PathLike[str], data: Any) -> None:
+    """Write ``data`` as :func:`load_json` reads it back: indented JSON, gzip-compressed
+    where the name ends in ``.gz`` (with no timestamp, so the same data gives the same
+    bytes).
+
+    Example:
+        >>> import tempfile, pathlib
+        >>> path = pathlib.Path(tempfile.mkdtemp()) / "run.json.gz"
+        >>> save_json(path, {"rows": [1]}); load_json(path)
+        {'rows': [1]}
+    """
+    text = (json.dumps(data, indent=1) + "\n").encode()
+    Path(path).write_bytes(gzip.compress(text, mtime=0) if str(path).endswith(".gz") else text)
+
+
+def result_files(directory: str | os.PathLike[str], pattern: str = "*") -> list[Path]:
+    """The results files directly in ``directory`` whose names, less ``.json`` or
+    ``.json.gz``, match ``pattern``, in the order of those names.
+
+    >>> result_files("/nonexistent", "random_*_seed*")
+    []
+    """
+    directory = Path(directory)
+    found = [*directory.glob(f"{pattern}.json"), *directory.glob(f"{pattern}.json.gz")]
+    return sorted(found, key=result_name)
+
+
+def result_name(path: str | os.PathLike[str]) -> str:
+    """A results file's name less ``.json`` or ``.json.gz``.
+
+    >>> result_name("bench/results/h200/random_bfloat16_seed90.json.gz")
+    'random_bfloat16_seed90'
+    """
+    return Path(path).name.removesuffix(".gz").removesuffix(".json")
+
+
 def load(directory: str | os.PathLike[str]) -> Results:
-    """Read every ``*.json`` and ``*.png`` directly in ``directory`` (not its sweeps/ or
-    evidence/): bench runs, the call cost, figures; files in name order.
+    """Read every results file (``*.json``, ``*.json.gz``) and ``*.png`` directly in
+    ``directory`` (not its sweeps/ or evidence/): bench runs, the call cost, figures;
+    files in name order.
 
     >>> load("/nonexistent").runs
     []
     """
     directory = Path(directory)
     results = Results(directory)
-    for path in sorted(directory.glob("*.json")):
-        with open(path) as f:
-            data = json.load(f)
+    for path in result_files(directory):
+        data = load_json(path)
         if not isinstance(data, dict):
             continue
         if "host_us" in data or "queued_ms" in data:
