@@ -8,17 +8,22 @@ The regimes are those the ladder has no rung for: few rows or few columns (the b
 operand streamed once), tiny K (C is most of the bytes), 16-bit operands copied for TMA,
 narrow outputs (33-256 rows or columns: few tiles, ragged waves), and the rest.
 
-    python bench/regimes.py bench/results/h100/random_*_seed*.json \\
+    python bench/regimes.py bench/results/h100/random_*_seed*.json.gz \\
         bench/results/h100/models_bfloat16.json
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import statistics
+import sys
 from collections import defaultdict
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from xgemm.tools.results import load_json  # noqa: E402
 
 #: Dense multiply-add peaks of an H100 SXM, FLOP/s: what the tensor cores reach in
 #: practice for 16-bit (below the 989 TFLOP/s of the datasheet), FFMA for float32.
@@ -63,8 +68,7 @@ def main() -> None:
     args = parser.parse_args()
     groups: dict[tuple[str, str, str], list[tuple[dict, float, float]]] = defaultdict(list)
     for path in args.files:
-        with open(path) as f:
-            data = json.load(f)
+        data = load_json(path)  # .json or .json.gz
         bandwidth = data.get("machine", {}).get("copy_bandwidth", COPY_BANDWIDTH)
         for row in data["rows"]:
             if row.get("status") != "ok":

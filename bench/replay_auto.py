@@ -5,7 +5,7 @@ file's SM count and compute capability) and the time that candidate took in the 
 What a change to the cost model or its calibration would have picked on rows already
 measured, before any GPU time is spent; the GPU then checks it on a seed it has not seen.
 
-    python bench/replay_auto.py bench/results/h100/random_*_seed7.json
+    python bench/replay_auto.py bench/results/h100/random_*_seed7.json.gz
     XGEMM_CALIBRATION=new.json python bench/replay_auto.py FILES --show 1.3
 
 A pick the file never timed (a rules' point outside the candidates) counts only where it

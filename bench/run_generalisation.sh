@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The generalisation suites on a machine with a CUDA GPU (xgemm.tools.generalisation): for each
 # seed and part, `xgemm bench --suite random` (every candidate timed: auto's regret), then,
-# unless MODELS=0, `xgemm bench --suite models` in bfloat16. Each JSON is written as its
+# unless MODELS=0, `xgemm bench --suite models` in bfloat16. Each file (JSON, the random
+# suite's gzip-compressed, as published) is written as its
 # rows come (a part cut short by its time limit keeps what it measured) into DEST.
 #
 #   SEEDS="2 3" PARTS="float16 bfloat16 float32" bash bench/run_generalisation.sh
@@ -10,9 +11,9 @@
 #   DEST=dir            where the JSON go (default: bench/results/$GPU, as run_canonical.sh)
 #   MODELS=0            skip the models suite
 #   MIN_DIM=512         draw M, N and K from 512 up (a calibration's stratum of large
-#                       shapes; its files are named random_PART_seedS_large.json)
+#                       shapes; its files are named random_PART_seedS_large.json.gz)
 #   MAX_K=16            draw K from 1 to 16 (with MIN_DIM: a stratum of tiny-K products
-#                       with large outputs; files random_PART_seedS_tinyk.json)
+#                       with large outputs; files random_PART_seedS_tinyk.json.gz)
 set -u
 export PYTHONUNBUFFERED=1
 export XGEMM_TUNE_CACHE=${XGEMM_TUNE_CACHE:-/tmp/xgemm_tuned.json}  # no tuned entries
@@ -31,7 +32,7 @@ for seed in ${SEEDS:-2 3}; do
     [ -z "${MAX_K:-}" ] && name=$name${MIN_DIM:+_large}
     timeout "${LIMIT:-170}" python3 -m xgemm bench --suite random --seed "$seed" \
       --count "${COUNT:-36}" --min-dim "${MIN_DIM:-1}" ${MAX_K:+--max-k "$MAX_K"} "${args[@]}" \
-      --json "$DEST/$name.json" \
+      --json "$DEST/$name.json.gz" \
       > "$DEST/$name.txt" 2>&1
     code=$?
     echo "== $name: exit $code; $(tail -1 "$DEST/$name.txt")"

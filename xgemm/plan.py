@@ -423,7 +423,7 @@ def _store(v: Variant, p: dict[str, int], dtype: str, c_dtype: str, read_c: bool
            full_c: Any, layout_c: Layout, device: int) -> dict[str, int]:
     """``p`` with how C leaves the kernel where the rung can store it by TMA: not where
     C is read or its values cannot be staged (from registers); where TMA cannot write its
-    rows, or a tile's rows end inside a box (rung 14's widths in 16s), staged a 16-byte
+    rows, or a tile's rows end inside a box (rungs 14's and 28's widths in 16s), staged a 16-byte
     line wider a row and sent by bulk copies (``TMA_STORE`` = 2),
     a stage fewer where that staging does not fit, from registers where even two stages
     leave no room."""

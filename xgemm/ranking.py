@@ -36,7 +36,7 @@ MODEL_MARGIN = 0.1
 #: 0.2-0.3), as it was fitted on single products and the rules were measured on batches
 #: (the developers' suite's attention products).
 BATCH_MODEL_MARGIN = 0.3
-#: K from which rung 14's tiles are cut to fill the SMs' last round even where C could
+#: K from which rungs 14's and 28's tiles are cut to fill the SMs' last round even where C could
 #: leave by whole TMA boxes (:func:`filled`). A guess, not measured between 1024 and 3584:
 #: the products measured with C's store changed by the cut had K of 3584-18944.
 FILLING_MIN_K = 1024

@@ -57,8 +57,8 @@ def whole_boxes(v: Any, p: Mapping[str, int], itemsize: int, b_col: bool) -> boo
 
 def check_box_width(v: Any, p: Mapping[str, int], itemsize: int, b_col: bool) -> None:
     """ValueError for tiles of TMA rung ``v`` at ``p`` that a row-major B (``b_col``
-    False) cannot fill (:func:`whole_boxes`): only a column-major B takes any width rung 14
-    allows.
+    False) cannot fill (:func:`whole_boxes`): only a column-major B takes any width rungs
+    14 and 28 allow.
 
     >>> import xgemm
     >>> wgmma = xgemm.get_variant("wgmma")

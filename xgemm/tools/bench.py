@@ -17,7 +17,6 @@ Example:
 from __future__ import annotations
 
 import csv
-import json
 import math
 import statistics
 import time
@@ -30,7 +29,7 @@ from ..gpu import properties
 from ..registry import get_variant
 from ..specs import numpy_dtype
 from ..timing import scrub_pays, time_launches
-from .results import save_json
+from .results import load_json, save_json
 from .tolerances import TOLERANCE
 
 
@@ -386,8 +385,7 @@ def write_json(path: str, results: Sequence[Result], machine: dict[str, Any]) ->
 
 
 def read_json(path: str) -> tuple[dict[str, Any], list[Result]]:
-    with open(path) as f:
-        data = json.load(f)
+    data = load_json(path)  # as write_json wrote it: gzip-compressed where named .gz
     return data["machine"], [Result.from_json(r) for r in data["results"]]
 
 

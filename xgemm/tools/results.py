@@ -144,9 +144,20 @@ def result_files(directory: str | os.PathLike[str], pattern: str = "*") -> list[
 
     >>> result_files("/nonexistent", "random_*_seed*")
     []
+    >>> import pathlib, tempfile
+    >>> folder = pathlib.Path(tempfile.mkdtemp())
+    >>> save_json(folder / "run.json", {}); save_json(folder / "run.json.gz", {})
+    >>> result_files(folder)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: ...: run both as .json and .json.gz ...
     """
     directory = Path(directory)
     found = [*directory.glob(f"{pattern}.json"), *directory.glob(f"{pattern}.json.gz")]
+    names = [result_name(path) for path in found]
+    if twice := sorted({name for name in names if names.count(name) > 1}):
+        raise ValueError(f"{directory}: {', '.join(twice)} both as .json and .json.gz (one "
+                         "run read twice, or an old one beside a new): keep one of each")
     return sorted(found, key=result_name)
 
 
