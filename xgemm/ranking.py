@@ -166,14 +166,12 @@ def filled(v: Variant, p: dict[str, int], shapes: Shapes, read: list[str], dtype
     if not v.fills_last_round or shapes.count != 1:
         return v, p
     item = DTYPES[dtype].itemsize
-    if shapes.k < FILLING_MIN_K and shapes.n * item % TMA_ALIGNMENT == 0:
+    if shapes.k < FILLING_MIN_K and not cost.ragged_rows(shapes.n, item):
         return v, p
-    b_col = read[1] == "col"  # one box of BN rows; a row-major B comes in whole boxes
-    step = 16 if b_col else TMA_BOX_BYTES // item
+    # B K-major: one box of BN rows, any width in 16s; row-major: whole boxes of columns
+    step = 16 if read[1] == "col" else TMA_BOX_BYTES // item
     width = filling_width(shapes.m, shapes.n, p["BM"], p["BN"], sms, step)
-    if width == p["BN"] or not whole_boxes(v, {**p, "BN": width}, item, b_col):
-        return v, p
-    return v, v.resolve({**p, "BN": width}, dtype)
+    return v, p if width == p["BN"] else v.resolve({**p, "BN": width}, dtype)
 
 
 @dataclass(frozen=True)
