@@ -228,9 +228,13 @@ register(Variant(
     adds="rung 13 with K split across blocks (rung 10's idea), for outputs of few tiles such"
          " as few rows: SPLITS blocks a tile, each warp's last adds the partials in order",
     # 128 x 128 for outputs of a few dozen such tiles over a long K (weight gradients:
-    # 512-2048 square, K = tokens), where two splits of each fill most of the SMs
+    # 512-2048 square, K = tokens), where two splits of each fill most of the SMs; in four
+    # splits for a few rows over a vocabulary-long K (the lm_head dX, 128 x 3584 x 152064:
+    # 0.85x the time of 128 x 64 in two, whose 56 columns of tiles each read all of A;
+    # evidence/lm_head_dx_splits.txt)
     candidates=[{}, {"SPLITS": 4}, {"BM": 128, "CONSUMERS": 2},
-                {"BM": 128, "BN": 128, "CONSUMERS": 2}],
+                {"BM": 128, "BN": 128, "CONSUMERS": 2},
+                {"BM": 128, "BN": 128, "CONSUMERS": 2, "SPLITS": 4}],
     defaults={"BM": 64, "BN": 64, "CONSUMERS": 1, "STAGES": 6, "GROUP": 8, "SPLITS": 2},
     # SPLITS 3 and 4 measured slower at 16 x 4096 x 4096, 8 or 10 stages no faster (evidence/
     # wgmma_splitk.txt): the grid stays at SMS blocks, so more splits only walk more tiles
