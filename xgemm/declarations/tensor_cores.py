@@ -229,9 +229,9 @@ register(Variant(
          " as few rows: SPLITS blocks a tile, each warp's last adds the partials in order",
     # 128 x 128 for outputs of a few dozen such tiles over a long K (weight gradients:
     # 512-2048 square, K = tokens), where two splits of each fill most of the SMs; in four
-    # splits for a few rows over a vocabulary-long K (the lm_head dX, 128 x 3584 x 152064:
-    # 0.85x the time of 128 x 64 in two, whose 56 columns of tiles each read all of A;
-    # evidence/lm_head_dx_splits.txt)
+    # for a dozen to a few dozen such tiles over K > 10^4 (81 x 1043 x 13229:TN 0.70x the
+    # kernel time of 64 x 64 tiles; evidence/splitk_four_splits.txt). Timed on the H200's
+    # calibration files only, so the H100 does not weigh it.
     candidates=[{}, {"SPLITS": 4}, {"BM": 128, "CONSUMERS": 2},
                 {"BM": 128, "BN": 128, "CONSUMERS": 2},
                 {"BM": 128, "BN": 128, "CONSUMERS": 2, "SPLITS": 4}],
