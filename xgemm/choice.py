@@ -265,11 +265,20 @@ def _few_rows(q: _Asked) -> Pick | None:
     # splits: 1 x 14336 x 4096:NT 57.2 -> 54.6, cuBLAS 54.2; 1 x 18944 x 3584:NT 67.4
     # -> 63.1; 8 x 128256 x 4096:NT 387 -> 368; 32 x 14336 x 4096:NT 59.5 -> 56.1 on
     # 32 x 128; 1 x 4096 x 14336 in 64 tiles 52.9 -> 57.4, so it keeps its split)
-    wide = 64 if bm == 16 else 128
-    if 4 * tiles(bm, wide) >= 3 * sms:
-        if bm == 16 and _wide_tiles_pay(tiles(16, 64), tiles(16, 128), sms):
-            wide = 128
-        return rows.name, {**rows.defaults, "BM": bm, "BN": wide, "SPLITS": 1}
+    # For 17-32 columns whose 128-wide tiles fall short of that, 64-wide ones that fill a
+    # round run unsplit too: 0.92x the kernel time of 32 x 128 in two splits on 117 such
+    # products, 0.88x a call (37 of them on a seed drawn after the rule: 0.919, 0.883;
+    # worst 1.01; bench/results/h200/evidence/columns_64_unsplit.txt). Rows gain as much
+    # where rung 17's 32 x 64 stands (32 x 8192 x 8192: 0.93-0.95x), but the cost model,
+    # pricing that point by its neighbours' constants, puts rung 16's 128 x 128 tiles in its
+    # place on a fifth of them, at 1.2-1.4x the time; rung 36's points have no constants,
+    # so its pick stands.
+    widths = (64,) if bm == 16 else (128, 64) if columns else (128,)
+    for wide in widths:
+        if 4 * tiles(bm, wide) >= 3 * sms and (wide == widths[0] or tiles(bm, wide) <= sms):
+            if bm == 16 and _wide_tiles_pay(tiles(16, 64), tiles(16, 128), sms):
+                wide = 128
+            return rows.name, {**rows.defaults, "BM": bm, "BN": wide, "SPLITS": 1}
     bn = 64 if 2 * tiles(bm, 64) <= sms else 128
     return rows.name, {**rows.defaults, "BM": bm, "BN": bn,
                        "SPLITS": 2 if 4 * tiles(bm, bn) >= sms else 4}
