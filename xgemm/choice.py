@@ -7,6 +7,7 @@ and precision, and forgotten when this process writes the tuning file.
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from . import gpu, tunefile
@@ -259,29 +260,31 @@ def _few_rows(q: _Asked) -> Pick | None:
     # products (1 x 152064 x 3584:NT 598 -> 374 us, cuBLAS 391), where 32 rows ran
     # 0.98-1.13x below K = 4096 (evidence/wgmma_rows_shorter_k_f93561f.txt)
     bm = 16 if few <= 16 else 32
-    # Where the tiles (64 columns; 128 for 17-32 rows) fill three quarters of the SMs,
-    # K is not split: the split's hand-in through L2 and the tail it leaves cost more
-    # than the SMs it fills (evidence/wgmma_rows_one_split.txt, kernel us against two
-    # splits: 1 x 14336 x 4096:NT 57.2 -> 54.6, cuBLAS 54.2; 1 x 18944 x 3584:NT 67.4
-    # -> 63.1; 8 x 128256 x 4096:NT 387 -> 368; 32 x 14336 x 4096:NT 59.5 -> 56.1 on
-    # 32 x 128; 1 x 4096 x 14336 in 64 tiles 52.9 -> 57.4, so it keeps its split)
-    # For 17-32 columns whose 128-wide tiles fall short of that, 64-wide ones that fill a
-    # round run unsplit too: 0.92x the kernel time of 32 x 128 in two splits on 117 such
-    # products, 0.88x a call (37 of them on a seed drawn after the rule: 0.919, 0.883;
-    # worst 1.01; bench/results/h200/evidence/columns_64_unsplit.txt). Rows gain as much
-    # where rung 17's 32 x 64 stands (32 x 8192 x 8192: 0.93-0.95x), but the cost model,
-    # pricing that point by its neighbours' constants, puts rung 16's 128 x 128 tiles in its
-    # place on a fifth of them, at 1.2-1.4x the time; rung 36's points have no constants,
-    # so its pick stands.
-    widths = (64,) if bm == 16 else (128, 64) if columns else (128,)
-    for wide in widths:
-        if 4 * tiles(bm, wide) >= 3 * sms and (wide == widths[0] or tiles(bm, wide) <= sms):
-            if bm == 16 and _wide_tiles_pay(tiles(16, 64), tiles(16, 128), sms):
-                wide = 128
-            return rows.name, {**rows.defaults, "BM": bm, "BN": wide, "SPLITS": 1}
+    if wide := _unsplit_width(tiles, bm, columns, sms):
+        return rows.name, {**rows.defaults, "BM": bm, "BN": wide, "SPLITS": 1}
     bn = 64 if 2 * tiles(bm, 64) <= sms else 128
     return rows.name, {**rows.defaults, "BM": bm, "BN": bn,
                        "SPLITS": 2 if 4 * tiles(bm, bn) >= sms else 4}
+
+
+def _unsplit_width(tiles: Callable[[int, int], int], bm: int, columns: bool, sms: int
+                   ) -> int | None:
+    """The width of rung 17's (36's) tiles of ``bm`` rows that walk K unsplit, if any: where
+    64 (17-32 rows: 128) fill three quarters of the SMs, as the split's hand-in through L2
+    and its tail cost more than the SMs it fills (evidence/wgmma_rows_one_split.txt, us
+    against two splits: 1 x 14336 x 4096:NT 57.2 -> 54.6, cuBLAS 54.2; 8 x 128256 x 4096:NT
+    387 -> 368; 32 x 14336 x 4096:NT 59.5 -> 56.1 on 32 x 128; 1 x 4096 x 14336 in 64 tiles
+    52.9 -> 57.4). 17-32 columns short of that take 64 where those fill a round: 0.92x the
+    kernel time of 32 x 128 in two splits on 117 products, 0.88x a call (37 drawn after:
+    0.919, 0.883, worst 1.01; bench/results/h200/evidence/columns_64_unsplit.txt). Rows gain
+    as much where rung 17's 32 x 64 stands, but the cost model, pricing it by neighbours,
+    puts rung 16's 128 x 128 in its place on a fifth of them (1.2-1.4x); rung 36's points
+    have no constants, so its pick stands."""
+    widths = (64,) if bm == 16 else (128, 64) if columns else (128,)
+    for wide in widths:
+        if 4 * tiles(bm, wide) >= 3 * sms and (wide == widths[0] or tiles(bm, wide) <= sms):
+            return 128 if bm == 16 and _wide_tiles_pay(tiles(16, 64), tiles(16, 128), sms) else wide
+    return None
 
 
 def _wide_tiles_pay(narrow: int, wide: int, sms: int) -> bool:
