@@ -180,6 +180,7 @@ def test_few_columns_take_rung_36_from_a_shorter_k_and_unsplit_tiles_by_rounds()
     assert point(9600, 32, 8192, b_col_major=True) == ("wgmma_columns", 32, 128, 2)
     assert point(32, 8192, 8192) == ("wgmma_rows", 32, 128, 2)
 
+
 def test_a_variant_declares_which_operands_auto_transposes_first():
     v = xgemm.get_variant("pipelined")
     p = v.resolve({"BM": 64, "BN": 128, "WM": 32, "WN": 64, "STAGES": 2})
