@@ -115,6 +115,31 @@ def test_auto_leaves_out_rung_21_where_its_rows_are_not_whole_16_byte_groups(
     assert ranking.auto_choice(m, n, k, "bfloat16", layout)[0].name != "skinny_mma"
 
 
+def test_auto_weighs_no_128_row_tiles_over_a_few_rows(monkeypatch, tmp_path):
+    """Over at most 32 rows the cost model leaves out tiles of 128 rows and more (priced at
+    DRAM's rate, they ran 2.2x the best candidate's time there); 33 rows weigh them."""
+    from xgemm import gpu
+
+    monkeypatch.setenv("XGEMM_TUNE_CACHE", str(tmp_path / "tuned.json"))
+    monkeypatch.delenv("XGEMM_CALIBRATION", raising=False)
+    found = gpu.stand_in({"gpu": "NVIDIA H100 80GB HBM3"})
+    monkeypatch.setattr(gpu, "properties", lambda device: found)
+    weighed, real = [], cost.ranked
+
+    def spy(shapes, *args, **kwargs):
+        shapes = list(shapes)
+        weighed.append([v.tile(p, "bfloat16")[0] for v, p, _ in shapes])
+        return real(iter(shapes), *args, **kwargs)
+
+    monkeypatch.setattr(cost, "ranked", spy)
+    tallest = []
+    for m in (32, 33):
+        weighed.clear()
+        ranking.auto_choice(m, 6784, 6464, "bfloat16")
+        tallest.append(max(weighed[0]))
+    assert tallest == [64, 128]
+
+
 @pytest.mark.parametrize("name, shipped", [("NVIDIA H200", "NVIDIA H200"),
                                             ("NVIDIA H100 80GB HBM3", "NVIDIA H100 80GB HBM3"),
                                             ("NVIDIA A100-SXM4-80GB", "NVIDIA H100 80GB HBM3")])

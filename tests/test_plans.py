@@ -153,8 +153,8 @@ def test_heuristic_sizes_tiles_by_the_gpus_multiprocessors():
 def test_few_columns_take_rung_36_from_a_shorter_k_and_unsplit_tiles_by_rounds():
     """Few columns with B column-major: rung 36 from K = 1024 (few rows keep 2048 and
     4096), unsplit below the rows' thresholds. Unsplit, rungs 17 and 36 take 128-wide
-    tiles where those leave the busiest SM no more to walk than 64-wide ones; 17-32
-    columns take 64-wide unsplit tiles where those fill a round and 128-wide ones do not."""
+    tiles where those leave the busiest SM no more to walk than 64-wide ones; 17-32 rows
+    or columns take 64-wide unsplit tiles where those fill a round and 128-wide ones do not."""
     from xgemm.choice import heuristic
 
     def point(m: int, n: int, k: int, **kw) -> tuple:
@@ -173,12 +173,11 @@ def test_few_columns_take_rung_36_from_a_shorter_k_and_unsplit_tiles_by_rounds()
     # 132 tiles of 64 (one round); 296 (three rounds) against 148 of 128 (two): 64
     assert point(8448, 8, 9184, b_col_major=True) == ("wgmma_columns", 16, 64, 1)
     assert point(18944, 1, 3584, b_col_major=True) == ("wgmma_columns", 16, 64, 1)
-    # 17-32 columns over a long K: 64 tiles of 128 (under three quarters of the SMs), 128
-    # of 64 (one round): 64 wide, unsplit; 150 of 64 (two rounds): 128 wide, split; rows
-    # keep 128 wide, split (the cost model would replace rung 17's 32 x 64)
+    # 17-32 columns (rows) over a long K: 64 tiles of 128 (under three quarters of the SMs),
+    # 128 of 64 (one round): 64 wide, unsplit; 150 of 64 (two rounds): 128 wide, split
     assert point(8192, 32, 8192, b_col_major=True) == ("wgmma_columns", 32, 64, 1)
+    assert point(32, 8192, 8192) == ("wgmma_rows", 32, 64, 1)
     assert point(9600, 32, 8192, b_col_major=True) == ("wgmma_columns", 32, 128, 2)
-    assert point(32, 8192, 8192) == ("wgmma_rows", 32, 128, 2)
 
 
 def test_a_variant_declares_which_operands_auto_transposes_first():

@@ -274,13 +274,12 @@ def _unsplit_width(tiles: Callable[[int, int], int], bm: int, columns: bool, sms
     the SMs, as the split's hand-in through L2 and its tail cost more than the SMs it fills
     (evidence/wgmma_rows_one_split.txt, us against two splits: 1 x 14336 x 4096:NT 57.2 ->
     54.6, cuBLAS 54.2; 8 x 128256 x 4096:NT 387 -> 368; 32 x 14336 x 4096:NT 59.5 -> 56.1 on
-    32 x 128; 1 x 4096 x 14336 in 64 tiles 52.9 -> 57.4). 17-32 columns short of that take
-    64 where those fill a round: 0.92x the kernel time of 32 x 128 in two splits on 117
-    products, 0.88x a call (37 drawn after: 0.919, 0.883, worst 1.01 and 1.06; H200:
-    evidence/columns_64_unsplit.txt). Rows gain as much where rung 17's 32 x 64 stands, but
-    the cost model, pricing it by neighbours, puts rung 16's 128 x 128 in its place on 7
-    of 57 (1.2-1.4x); rung 36's points have no constants, so its pick stands."""
-    widths = (64,) if bm == 16 else (128, 64) if columns else (128,)
+    32 x 128; 1 x 4096 x 14336 in 64 tiles 52.9 -> 57.4). 17-32 rows (columns) short of
+    that take 64 where those fill a round: columns 0.92x the kernel time of 32 x 128 in two
+    splits on 117 products, 0.88x a call (37 drawn after: 0.919, 0.883, worst 1.01 and
+    1.06), rows 0.93x and 0.90x on 50 where it stands (H200: evidence/columns_64_unsplit.txt,
+    few_rows_tall_tiles.txt: with the cost model weighing no 128-row tiles over them)."""
+    widths = (64,) if bm == 16 else (128, 64)
     for wide in widths:
         if 4 * tiles(bm, wide) >= 3 * sms and (wide == widths[0] or tiles(bm, wide) <= sms):
             return 128 if bm == 16 and _wide_tiles_pay(tiles(16, 64), tiles(16, 128), sms) else wide

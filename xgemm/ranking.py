@@ -25,7 +25,13 @@ from .tma import BOX_BYTES as TMA_BOX_BYTES
 #: any size: the operand is then nearly all the bytes the product moves, and its padded copy
 #: reads and writes it once more (rung 36 on 14977 x 22 x 4942:NT and 15921 x 8 x 9797:NT,
 #: A padded: 0.60x and 0.78x cuBLAS, where rung 34 and 22 read it in place at 0.86x and 1.37x;
-#: evidence/few_columns_b961ba1.txt).
+#: evidence/few_columns_b961ba1.txt). Nor does the cost model weigh tiles of four times as
+#: many rows over so few: on the H200's published products with every candidate timed,
+#: 128-row tiles over at most 32 rows ran 2.2x the best candidate's time and were fastest
+#: on none of 2,244, yet the model priced some at DRAM's time; left out, the 112 products
+#: of four strata whose pick moved ran 0.91x the kernel time, 0.87x a call (seed 504's 22,
+#: drawn after: 0.90, 0.80; evidence/few_rows_tall_tiles.txt). Columns keep theirs: a
+#: call cuts their width to fill the SMs (``filled``), and left out they ran 1.03x.
 FEW_LINES = 32
 #: How much faster the cost model must price its pick than the rules' pick to replace it,
 #: for one product: 10%. With the padded copies priced as the driver makes them, 10% and
@@ -290,6 +296,8 @@ def ranked(mats: tuple, layouts: list, read: list, copyable: list, shapes: Shape
                 or v.partial_sums_of(p, m, n, sms, min(count, MAX_GRID[2])) * count * acc_bytes
                 > MAX_WORKSPACE_BYTES):
             return None
+        if m <= FEW_LINES and v.tile(p, dtype)[0] >= 4 * FEW_LINES:
+            return None  # tiles of 128 rows over a few: see FEW_LINES
         shape = priced_copies(v, p, mats, layouts, read, copyable, shapes, sms)
         if v.auto_aligned and cost.narrow_path(v, shape, mats[0].itemsize):
             return None  # its narrow path, which a later rung runs faster
