@@ -279,10 +279,11 @@ def _unsplit_width(tiles: Callable[[int, int], int], bm: int, columns: bool, sms
     splits on 117 products, 0.88x a call (37 drawn after: 0.919, 0.883, worst 1.01 and
     1.06), rows 0.93x and 0.90x on 50 where it stands (H200: evidence/columns_64_unsplit.txt,
     few_rows_tall_tiles.txt: with the cost model weighing no 128-row tiles over them)."""
-    widths = (64,) if bm == 16 else (128, 64)
-    for wide in widths:
-        if 4 * tiles(bm, wide) >= 3 * sms and (wide == widths[0] or tiles(bm, wide) <= sms):
-            return 128 if bm == 16 and _wide_tiles_pay(tiles(16, 64), tiles(16, 128), sms) else wide
+    wide = 64 if bm == 16 else 128
+    if 4 * tiles(bm, wide) >= 3 * sms:
+        return 128 if bm == 16 and _wide_tiles_pay(tiles(16, 64), tiles(16, 128), sms) else wide
+    if bm == 32 and 3 * sms <= 4 * tiles(32, 64) <= 4 * sms:  # 64 wide, in one round
+        return 64
     return None
 
 
