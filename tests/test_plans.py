@@ -147,6 +147,17 @@ def test_heuristic_sizes_tiles_by_the_gpus_multiprocessors():
     name, params = heuristic(64, 4096, 4096, "float16", 90, sms=132)
     assert (name, params["BM"], params["SPLITS"]) == ("wgmma_splitk", 64, 2)
     assert heuristic(64, 4096, 2048, "float16", 90, sms=132)[0] == "wgmma"  # shorter K
+    # 65-128 rows from K = 65536, where 128 x 64 tiles in two splits fill half the SMs:
+    # 128 x 128 tiles in four (as many blocks); shorter K, or fewer tiles, keep two
+    def splitk(m: int, n: int, k: int) -> tuple:
+        name, params = heuristic(m, n, k, "bfloat16", 90, sms=132)
+        return name, params["BM"], params["BN"], params["SPLITS"], params["STAGES"]
+
+    assert splitk(128, 3584, 152064) == ("wgmma_splitk", 128, 128, 4, 4)
+    assert splitk(72, 2112, 65536) == ("wgmma_splitk", 128, 128, 4, 4)  # 33 x 2 blocks
+    assert splitk(128, 3584, 65535)[2:4] == (64, 2)
+    assert splitk(128, 2048, 152064)[2:4] == (64, 2)  # 32 x 2 blocks, under half of 132
+    assert splitk(64, 3584, 152064)[1:4] == (64, 64, 2)  # 64 rows: 64 x 64 tiles
 
 
 

@@ -21,8 +21,6 @@ H100_SMS = 132
 #: padded copies against mma, 1023^3 to 8191^3 and three oblong shapes, ran 1.5-3.3x
 #: faster (bench/results/h100/evidence/misaligned_float16.json); smaller, not measured.
 TMA_PADDING_PAYS = 10**9
-
-
 #: K from which a 16-bit product of at most 32 columns over 1024 rows or more, B read
 #: column-major, takes rung 36 (few rows keep 2048 and 4096: 32 rows ran 0.98-1.13x slower
 #: there below 4096). Read off a stratum of few columns (bf16 seed 1, K from 1024): rung 36
@@ -30,8 +28,7 @@ TMA_PADDING_PAYS = 10**9
 COLUMNS_MIN_K = 1024
 #: K from which an 8-bit product with scale vectors keeps rung 18's 128 x 256 tiles.
 SCALED_LONG_K = 1024
-#: Rows (or columns) of C up to which an 8-bit product takes rung 20, where K is as
-#: many times the other side.
+#: Rows (columns) of C up to which an 8-bit product takes rung 20, K as many times the other.
 SKINNY_EIGHT_BIT = 16
 #: K from which an 8-bit product of few tiles (128 x 128 tiles for at most half the SMs)
 #: takes rung 25, its tiles cut along K: 48 of rung 18's 128-deep phases.
@@ -44,12 +41,11 @@ CUT_TILES_K = 48 * 128
 #: (3 x 6368 x 4672: 28.0 -> 22.5); where they fill more than a round, slower
 #: (10690 x 16 x 3104: 30.4 against 26.0).
 _NARROW_8BIT = {"BM": 64, "CONSUMERS": 1, "STAGES": 6}
-
-
+#: K from which ``_split_k`` takes four splits over 65-128 rows.
+FOUR_SPLITS_K = 65536
 #: K from which one product of a few rows over many columns takes rung 28's 64 x 256 tiles
 #: where they fill half the SMs (``_hopper``).
 WIDE_ROWS_K = 2048
-
 
 Pick = tuple[str, dict[str, int]]
 
@@ -80,34 +76,31 @@ def heuristic(m: int, n: int, k: int, dtype: str = "float32", cc: int = 90,
               a_row_major: bool = True, scale_vectors: bool = False,
               b_col_major: bool = True) -> tuple[str, dict[str, int]]:
     """The variant ``auto`` uses for a shape nobody tuned, on a GPU of compute capability
-    ``cc`` x 10 with ``sms`` multiprocessors, from the H100 measurements in bench/: for
-    one 16-bit product of at most 32 rows and K >= 4096 (16 rows and K >= 2048), N >= 1024,
-    ``wgmma_rows`` on sm_90
-    (``a_row_major``: A reaches the kernel row-major, in place or copied), and of as few
-    columns, M >= 1024, ``wgmma_columns`` (``b_col_major``: B lies column-major; a row-major
-    B only the first pick, which knows no layout, takes to it, copied where its
-    ``transpose_first`` says); for 16-bit
-    outputs of 2^16 elements or more the tensor cores, ``wgmma`` on sm_90
-    (``wgmma_splitk`` for at most 128 rows where its tiles would fill at most half the SMs
-    and K >= 4096; ``wgmma_pingpong`` for 256 <= K <= 768 over three waves or more of
-    128 x 128 tiles, and at 64 x 256 for one product of at most 64 rows over K >= 2048
-    whose 64 x 256 tiles fill half the SMs; for
-    operands TMA cannot read in place, with padded copies from ``TMA_PADDING_PAYS``,
-    else the plan takes ``mma``), ``mma`` on sm_80 and
+    ``cc`` x 10 with ``sms`` multiprocessors, from the H100 measurements in bench/: for one
+    16-bit product of at most 32 rows and K >= 4096 (16 rows and K >= 2048), N >= 1024,
+    ``wgmma_rows`` on sm_90 (``a_row_major``: A reaches the kernel row-major, in place or
+    copied), and of as few columns, M >= 1024, ``wgmma_columns`` (``b_col_major``: B lies
+    column-major; a row-major B only the first pick, which knows no layout, takes to it,
+    copied where its ``transpose_first`` says); for 16-bit outputs of 2^16 elements or more
+    the tensor cores, ``wgmma`` on sm_90 (``wgmma_splitk`` for at most 128 rows where its
+    tiles would fill at most half the SMs and K >= 4096, 128 x 128 in four splits from
+    ``FOUR_SPLITS_K``; ``wgmma_pingpong`` for 256 <= K <= 768 over three waves or more of
+    128 x 128 tiles, and at 64 x 256 for one product of at most 64 rows over K >= 2048 whose
+    64 x 256 tiles fill half the SMs; for operands TMA cannot read in place, with padded
+    copies from ``TMA_PADDING_PAYS``, else the plan takes ``mma``), ``mma`` on sm_80 and
     newer; the same for float32 with ``precision="tf32"`` through ``wgmma_tf32`` or
-    ``mma_tf32``, and for float64 through ``dmma`` (the FP64 tensor cores) from sm_80;
-    8-bit inputs (FP8, int8) ``wgmma_8bit`` on sm_90 (``scale_vectors``: a scale per
-    row of A or per column of B, which take 128-column tiles below K = 1024; one 8-bit
-    product of few tiles and K >= ``CUT_TILES_K``: ``wgmma_8bit_last_round``; both at
-    64 x 128 tiles where those fit in a round, ``_NARROW_8BIT``), int8
-    ``mma_int8`` before it and for small products (at most 2^18 outputs, K <= 1024),
-    ``skinny`` for at most 16 rows or columns with K >= 16 times the other side;
-    splitk for float32 outputs of few tiles with K >= 4096; for
-    outputs of a million elements or more the fastest large-tile rung for the dtype
-    (``pipelined`` for float32, ``vectorized`` for the others), for mid-sized ones
-    ``pipelined`` on 64 x 64 tiles (float32) or coarse1d, tiled for small ones. Tiles
-    shrink where the large ones, over all ``batch`` products, would leave SMs idle. All
-    variants are correct for every shape, so this only ever costs speed.
+    ``mma_tf32``, and for float64 through ``dmma`` (the FP64 tensor cores) from sm_80; 8-bit
+    inputs (FP8, int8) ``wgmma_8bit`` on sm_90 (``scale_vectors``: a scale per row of A or
+    per column of B, which take 128-column tiles below K = 1024; one 8-bit product of few
+    tiles and K >= ``CUT_TILES_K``: ``wgmma_8bit_last_round``; both at 64 x 128 tiles where
+    those fit in a round, ``_NARROW_8BIT``), int8 ``mma_int8`` before it and for small
+    products (at most 2^18 outputs, K <= 1024), ``skinny`` for at most 16 rows or columns
+    with K >= 16 times the other side; splitk for float32 outputs of few tiles with K >=
+    4096; for outputs of a million elements or more the fastest large-tile rung for the
+    dtype (``pipelined`` for float32, ``vectorized`` for the others), for mid-sized ones
+    ``pipelined`` on 64 x 64 tiles (float32) or coarse1d, tiled for small ones. Tiles shrink
+    where the large ones, over all ``batch`` products, would leave SMs idle. All variants
+    are correct for every shape, so this only ever costs speed.
 
     >>> heuristic(4096, 4096, 4096)[0], heuristic(64, 64, 64)[0]
     ('pipelined', 'tiled')
@@ -245,20 +238,18 @@ def _few_rows(q: _Asked) -> Pick | None:
         if _wide_tiles_pay(tiles(16, 64), tiles(wide_bm, 128), sms):
             return name, {**rows.defaults, "BM": wide_bm, "BN": 128, "SPLITS": 1}
         return name, {**rows.defaults, "BM": 16, "BN": 64, "SPLITS": 1}
-    # few rows (columns), one product: A's rows (B's columns) as the instruction's n;
-    # the thresholds are the rows' below, taken over for columns (the same kernel, the
-    # product turned over: evidence/few_columns_b961ba1.txt). Below the tiles that
-    # fill the SMs unsplit (next), 64 columns a tile while two blocks a tile fit in
-    # the SMs, K split in two, in four where that leaves under a block per two SMs.
-    # Measured when every such product split K, so some of these now take the unsplit
-    # branch (16 x 11008 x 4096, 1 x 152064 x 3584) (evidence/wgmma_rows.txt, x cuBLAS
-    # against auto's pick before:
-    # 16 x 4096 x 4096 1.00 / 0.89, 1 x 4096 x 4096 0.94 / 0.11, 8 x 4096 x 4096 0.92 /
-    # 0.11, 24 x 4096 x 4096 0.88 / 0.81, 16 x 11008 x 4096 0.87 / 0.81 on 128 columns,
-    # 16 x 1024 x 4096 0.96 / 0.07 in four; K = 1024 and batches ran slower). Down to
-    # K = 2048 for at most 16 rows: 0.62-1.02x the time of auto's pick before on 38
-    # products (1 x 152064 x 3584:NT 598 -> 374 us, cuBLAS 391), where 32 rows ran
-    # 0.98-1.13x below K = 4096 (evidence/wgmma_rows_shorter_k_f93561f.txt)
+    # few rows (columns), one product: A's rows (B's columns) as the instruction's n; the
+    # thresholds are the rows' below, taken over for columns (the same kernel, the product turned
+    # over: evidence/few_columns_b961ba1.txt). Below the tiles that fill the SMs unsplit (next),
+    # 64 columns a tile while two blocks a tile fit in the SMs, K split in two, in four where
+    # that leaves under a block per two SMs. Measured when every such product split K, so some of
+    # these now take the unsplit branch (16 x 11008 x 4096, 1 x 152064 x 3584)
+    # (evidence/wgmma_rows.txt, x cuBLAS against auto's pick before: 16 x 4096 x 4096 1.00 /
+    # 0.89, 1 x 4096 x 4096 0.94 / 0.11, 8 x 4096 x 4096 0.92 / 0.11, 24 x 4096 x 4096 0.88 /
+    # 0.81, 16 x 11008 x 4096 0.87 / 0.81 on 128 columns, 16 x 1024 x 4096 0.96 / 0.07 in four; K
+    # = 1024 and batches ran slower). Down to K = 2048 for at most 16 rows: 0.62-1.02x the time
+    # of auto's pick before on 38 products (1 x 152064 x 3584:NT 598 -> 374 us, cuBLAS 391),
+    # where 32 rows ran 0.98-1.13x below K = 4096 (evidence/wgmma_rows_shorter_k_f93561f.txt)
     bm = 16 if few <= 16 else 32
     if wide := _unsplit_width(tiles, bm, columns, sms):
         return rows.name, {**rows.defaults, "BM": bm, "BN": wide, "SPLITS": 1}
@@ -269,16 +260,16 @@ def _few_rows(q: _Asked) -> Pick | None:
 
 def _unsplit_width(tiles: Callable[[int, int], int], bm: int, columns: bool, sms: int
                    ) -> int | None:
-    """The width of rung 17's (36's) tiles of ``bm`` rows that walk K unsplit, if any: where
-    64 (17-32 rows: 128; 16 rows take 128 where ``_wide_tiles_pay``) fill three quarters of
-    the SMs, as the split's hand-in through L2 and its tail cost more than the SMs it fills
-    (evidence/wgmma_rows_one_split.txt, us against two splits: 1 x 14336 x 4096:NT 57.2 ->
-    54.6, cuBLAS 54.2; 8 x 128256 x 4096:NT 387 -> 368; 32 x 14336 x 4096:NT 59.5 -> 56.1 on
-    32 x 128; 1 x 4096 x 14336 in 64 tiles 52.9 -> 57.4). 17-32 rows (columns) short of
-    that take 64 where those fill a round: columns 0.92x the kernel time of 32 x 128 in two
-    splits on 117 products, 0.88x a call (37 drawn after: 0.919, 0.883, worst 1.01 and
-    1.06), rows 0.93x and 0.90x on 50 where it stands (H200: evidence/columns_64_unsplit.txt,
-    few_rows_tall_tiles.txt: with the cost model weighing no 128-row tiles over them)."""
+    """The width of rung 17's (36's) tiles of ``bm`` rows that walk K unsplit, if any: where 64
+    (17-32 rows: 128; 16 rows take 128 where ``_wide_tiles_pay``) fill three quarters of the
+    SMs, as the split's hand-in through L2 and its tail cost more than the SMs it fills
+    (evidence/wgmma_rows_one_split.txt, us against two splits: 1 x 14336 x 4096:NT 57.2 -> 54.6,
+    cuBLAS 54.2; 8 x 128256 x 4096:NT 387 -> 368; 32 x 14336 x 4096:NT 59.5 -> 56.1 on 32 x 128;
+    1 x 4096 x 14336 in 64 tiles 52.9 -> 57.4). 17-32 rows (columns) short of that take 64 where
+    those fill a round: columns 0.92x the kernel time of 32 x 128 in two splits on 117 products,
+    0.88x a call (37 drawn after: 0.919, 0.883, worst 1.01 and 1.06), rows 0.93x and 0.90x on 50
+    where it stands (H200: evidence/columns_64_unsplit.txt, few_rows_tall_tiles.txt: with the
+    cost model weighing no 128-row tiles over them)."""
     wide = 64 if bm == 16 else 128
     if 4 * tiles(bm, wide) >= 3 * sms:
         return 128 if bm == 16 and _wide_tiles_pay(tiles(16, 64), tiles(16, 128), sms) else wide
@@ -304,8 +295,8 @@ def _wide_tiles_pay(narrow: int, wide: int, sms: int) -> bool:
 
 
 def _hopper(q: _Asked) -> Pick | None:
-    """Outputs of 2^16 elements or more on sm_90's tensor cores: rung 14, rung 16 for
-    few tiles over a long K, rung 28 for many tiles over a short K."""
+    """Outputs of 2^16 elements or more on sm_90's tensor cores: rung 14, rung 16 for few
+    tiles over a long K (``_split_k``), rung 28 for many tiles over a short K."""
     m, n, k, dtype, cc, precision, sms = q.m, q.n, q.k, q.dtype, q.cc, q.precision, q.sms
     outputs, tiles = m * n, q.tiles
     wgmma = get_variant("wgmma_tf32" if precision == "tf32" else "wgmma")
@@ -313,16 +304,10 @@ def _hopper(q: _Asked) -> Pick | None:
         # 16-bit measurements in bench/results/h100/evidence/small_shape_sweeps.txt and
         # auto_rules.txt, ms or x cuBLAS
         params = dict(wgmma.defaults)
-        splitk = get_variant("wgmma_splitk")
         bm = 64 if m <= 64 else 128
-        if dtype in splitk.dtypes and m <= 128 and 2 * tiles(bm, 64) <= sms and k >= 4096:
-            # few tiles, long K: two blocks a tile, each half of K, so twice as many SMs
-            # stream the operands (evidence/wgmma_splitk.txt, x cuBLAS against wgmma's:
-            # 64 x 4096 x 4096 0.82 / 0.76, 128 x 4096 x 4096 on 128-row tiles 0.81 /
-            # 0.77, and for fewer rows (wgmma_rows takes those: above), 16 x 4096 x 4096
-            # 0.84 / 0.79; with more tiles than half the SMs, 256 x 4096 x 4096, slower; few
-            # columns not measured)
-            return splitk.name, {**splitk.defaults, "BM": bm, "CONSUMERS": bm // 64}
+        if (dtype in get_variant("wgmma_splitk").dtypes and m <= 128
+                and 2 * tiles(bm, 64) <= sms and k >= 4096):
+            return _split_k(q, bm)
         if m <= 64 and 2 * tiles(64, 128) >= sms and q.batch == 1 and precision is None:
             # one product of a few rows over many columns: 64 x 128 tiles at 8 stages (batches
             # not measured). Where those fill half the SMs, 64 x 64 tiles stream B in twice the
@@ -368,14 +353,29 @@ def _hopper(q: _Asked) -> Pick | None:
     return None
 
 
+def _split_k(q: _Asked, bm: int) -> Pick:
+    """Few tiles of ``bm`` rows, long K: rung 16, two blocks a tile, each half of K, so twice as
+    many SMs stream the operands (evidence/wgmma_splitk.txt, x cuBLAS against wgmma's: 64 x 4096
+    x 4096 0.82 / 0.76, 128 x 4096 x 4096 on 128-row tiles 0.81 / 0.77, 16 x 4096 x 4096 0.84 /
+    0.79; with more tiles than half the SMs, 256 x 4096 x 4096, slower). From ``FOUR_SPLITS_K``,
+    where 128 x 64 tiles in two fill half the SMs, 128 x 128 at 4 stages in four: as many
+    blocks, each reading 2/3 the bytes (A by half the columns of tiles), over 256 K steps a
+    split or more to pay a tile's fill, epilogue and partials (fewer blocks: each SM's loads
+    bound them, and the cost model weighs more splits). FIGURES."""
+    splitk = get_variant("wgmma_splitk")
+    if bm == 128 and q.k >= FOUR_SPLITS_K and 4 * q.tiles(128, 64) >= q.sms:
+        return splitk.name, {**splitk.defaults, "BM": 128, "BN": 128, "CONSUMERS": 2,
+                             "STAGES": 4, "SPLITS": 4}
+    return splitk.name, {**splitk.defaults, "BM": bm, "CONSUMERS": bm // 64}
+
+
 def _wide_rows(q: _Asked) -> Pick | None:
-    """One 16-bit product of at most 64 rows over many columns and K >= WIDE_ROWS_K:
-    rung 28's 64 x 256 tiles where they fill half the SMs. Over a long K, B streams from
-    memory, and 256 columns a block read it faster than 128 (ncu, 32 x 18944 x 3584:NT:
-    75% of the DRAM bandwidth against 62%, the same bytes): they ran 0.89x and 0.955x the
-    time of 64 x 128 on two unseen seeds of such products (15 rows, 0.72-1.04); from K =
-    1024, as first set, the seed after ran 1.01x (K = 1288 and 1680)
-    (bench/results/h200/evidence/wide_rows.txt)."""
+    """One 16-bit product of at most 64 rows over many columns and K >= WIDE_ROWS_K: rung 28's
+    64 x 256 tiles where they fill half the SMs. Over a long K, B streams from memory, and 256
+    columns a block read it faster than 128 (ncu, 32 x 18944 x 3584:NT: 75% of the DRAM
+    bandwidth against 62%, the same bytes): they ran 0.89x and 0.955x the time of 64 x 128 on
+    two unseen seeds of such products (15 rows, 0.72-1.04); from K = 1024, as first set, the
+    seed after ran 1.01x (K = 1288 and 1680) (bench/results/h200/evidence/wide_rows.txt)."""
     pingpong = get_variant("wgmma_pingpong")
     if 2 * q.tiles(64, 256) >= q.sms and q.dtype in pingpong.dtypes:
         return pingpong.name, {**pingpong.defaults, "BM": 64, "BN": 256, "STAGES": 4}
