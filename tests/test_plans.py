@@ -151,10 +151,10 @@ def test_heuristic_sizes_tiles_by_the_gpus_multiprocessors():
     # 128 x 128 tiles in four (as many blocks); shorter K, or fewer tiles, keep two
     def splitk(m: int, n: int, k: int) -> tuple:
         name, params = heuristic(m, n, k, "bfloat16", 90, sms=132)
-        return name, params["BM"], params["BN"], params["SPLITS"], params["STAGES"]
+        return name, params["BM"], params["BN"], params["SPLITS"]
 
-    assert splitk(128, 3584, 152064) == ("wgmma_splitk", 128, 128, 4, 4)
-    assert splitk(72, 2112, 65536) == ("wgmma_splitk", 128, 128, 4, 4)  # 33 x 2 blocks
+    assert splitk(128, 3584, 152064) == ("wgmma_splitk", 128, 128, 4)
+    assert splitk(72, 2112, 65536) == ("wgmma_splitk", 128, 128, 4)  # 33 x 2 blocks
     assert splitk(128, 3584, 65535)[2:4] == (64, 2)
     assert splitk(128, 2048, 152064)[2:4] == (64, 2)  # 32 x 2 blocks, under half of 132
     assert splitk(64, 3584, 152064)[1:4] == (64, 64, 2)  # 64 rows: 64 x 64 tiles

@@ -358,14 +358,14 @@ def _split_k(q: _Asked, bm: int) -> Pick:
     many SMs stream the operands (evidence/wgmma_splitk.txt, x cuBLAS against wgmma's: 64 x 4096
     x 4096 0.82 / 0.76, 128 x 4096 x 4096 on 128-row tiles 0.81 / 0.77, 16 x 4096 x 4096 0.84 /
     0.79; with more tiles than half the SMs, 256 x 4096 x 4096, slower). From ``FOUR_SPLITS_K``,
-    where 128 x 64 tiles in two fill half the SMs, 128 x 128 at 4 stages in four: as many
+    where 128 x 64 tiles in two fill half the SMs, 128 x 128 in four (the candidate): as many
     blocks, each reading 2/3 the bytes (A by half the columns of tiles), over 256 K steps a
     split or more to pay a tile's fill, epilogue and partials (fewer blocks: each SM's loads
     bound them, and the cost model weighs more splits). FIGURES."""
     splitk = get_variant("wgmma_splitk")
     if bm == 128 and q.k >= FOUR_SPLITS_K and 4 * q.tiles(128, 64) >= q.sms:
         return splitk.name, {**splitk.defaults, "BM": 128, "BN": 128, "CONSUMERS": 2,
-                             "STAGES": 4, "SPLITS": 4}
+                             "SPLITS": 4}
     return splitk.name, {**splitk.defaults, "BM": bm, "CONSUMERS": bm // 64}
 
 
