@@ -41,8 +41,7 @@ CUT_TILES_K = 48 * 128
 #: (3 x 6368 x 4672: 28.0 -> 22.5); where they fill more than a round, slower
 #: (10690 x 16 x 3104: 30.4 against 26.0).
 _NARROW_8BIT = {"BM": 64, "CONSUMERS": 1, "STAGES": 6}
-#: K from which ``_split_k`` takes four splits over 65-128 rows.
-FOUR_SPLITS_K = 65536
+FOUR_SPLITS_K = 65536  # from which ``_split_k`` takes four splits over 65-128 rows
 #: K from which one product of a few rows over many columns takes rung 28's 64 x 256 tiles
 #: where they fill half the SMs (``_hopper``).
 WIDE_ROWS_K = 2048
@@ -356,12 +355,13 @@ def _hopper(q: _Asked) -> Pick | None:
 def _split_k(q: _Asked, bm: int) -> Pick:
     """Few tiles of ``bm`` rows, long K: rung 16, two blocks a tile, each half of K, so twice as
     many SMs stream the operands (evidence/wgmma_splitk.txt, x cuBLAS against wgmma's: 64 x 4096
-    x 4096 0.82 / 0.76, 128 x 4096 x 4096 on 128-row tiles 0.81 / 0.77, 16 x 4096 x 4096 0.84 /
-    0.79; with more tiles than half the SMs, 256 x 4096 x 4096, slower). From ``FOUR_SPLITS_K``,
-    where 128 x 64 tiles in two fill half the SMs, 128 x 128 in four (the candidate): as many
-    blocks, each reading 2/3 the bytes (A by half the columns of tiles), over 256 K steps a
-    split or more to pay a tile's fill, epilogue and partials (fewer blocks: each SM's loads
-    bound them, and the cost model weighs more splits). FIGURES."""
+    x 4096 0.82 / 0.76, 128 x 4096 x 4096 0.81 / 0.77; more tiles than half the SMs, slower).
+    From ``FOUR_SPLITS_K``, where 128 x 64 tiles in two fill half the SMs, 128 x 128 in four
+    (the candidate's 6 stages; 4 ran 1.06x slower on 25): as many blocks, each reading 2/3 the
+    bytes, 256 K steps a split to pay a tile's fill, epilogue and partials: H200, 0.90x the
+    kernel time, 0.88x a call on 31 products drawn after (0.69-0.98), 1.01-1.10x below 65536
+    (evidence/four_splits_long_k.txt). Fewer blocks: each SM's loads bound them, and the cost
+    model weighs more splits."""
     splitk = get_variant("wgmma_splitk")
     if bm == 128 and q.k >= FOUR_SPLITS_K and 4 * q.tiles(128, 64) >= q.sms:
         return splitk.name, {**splitk.defaults, "BM": 128, "BN": 128, "CONSUMERS": 2,
