@@ -94,6 +94,11 @@ def test_heuristic_sizes_tiles_by_the_gpus_multiprocessors():
     assert heuristic(2048, 2048, 2048, sms=16)[1]["BN"] == 256
     assert heuristic(1024, 1024, 1024, "float16", 90, sms=132)[1]["BN"] == 128
     assert heuristic(1024, 1024, 1024, "float16", 90, sms=16)[1]["BN"] == 256
+    # 16 bits: 128 x 128 tiles at 6 stages where they fill three quarters of a round or more
+    # (128 x 14336: 112 of them); fewer (1024^2: 64), 64 x 128 at 8 stages
+    assert {k: heuristic(128, 14336, 4096, "bfloat16", 90, sms=132)[1][k]
+            for k in ("BM", "BN", "STAGES")} == {"BM": 128, "BN": 128, "STAGES": 6}
+    assert heuristic(1024, 1024, 1024, "float16", 90, sms=132)[1]["BM"] == 64
     # 1024^2 in 128 x 128 tiles is 64: under 1.5 per SM of 132, so 64 x 128 tiles
     assert heuristic(1024, 1024, 2048, sms=132)[1]["BM"] == 64
     assert heuristic(1024, 1024, 2048, sms=16)[1]["BM"] == 128

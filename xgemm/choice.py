@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from . import gpu, tunefile
+from .asked import Asked, Pick
+from .choice_8bit import eight_bit_hopper, eight_bit_small
 from .expressions import cdiv
 from .registry import get_variant
 
@@ -21,53 +22,18 @@ H100_SMS = 132
 #: padded copies against mma, 1023^3 to 8191^3 and three oblong shapes, ran 1.5-3.3x
 #: faster (bench/results/h100/evidence/misaligned_float16.json); smaller, not measured.
 TMA_PADDING_PAYS = 10**9
+
+
 #: K from which a 16-bit product of at most 32 columns over 1024 rows or more, B read
 #: column-major, takes rung 36 (few rows keep 2048 and 4096: 32 rows ran 0.98-1.13x slower
 #: there below 4096). Read off a stratum of few columns (bf16 seed 1, K from 1024): rung 36
 #: was the fastest candidate on every such product it could read.
 COLUMNS_MIN_K = 1024
-#: K from which an 8-bit product with scale vectors keeps rung 18's 128 x 256 tiles.
-SCALED_LONG_K = 1024
-#: Rows (columns) of C up to which an 8-bit product takes rung 20, K as many times the other.
-SKINNY_EIGHT_BIT = 16
-#: K from which an 8-bit product of few tiles (128 x 128 tiles for at most half the SMs)
-#: takes rung 25, its tiles cut along K: 48 of rung 18's 128-deep phases.
-CUT_TILES_K = 48 * 128
-#: Rungs 18 and 25 where 64 x 128 tiles still fit in a round (rung 25: half of one): one
-#: m64 warpgroup a tile, six stages. Fitted on the int8 and FP8 (row and column scales)
-#: seeds 10 and 11 (evidence/eight_bit_narrow_104e9a1.txt, eight_bit_narrow_fp8_c31e3d3.txt):
-#: int8's 22 products moved at 0.851x their time, FP8's 43 at 0.887x; a long K over few
-#: tiles 0.80-0.84x (84 x 384 x 12960: 21.7 -> 18.2 us in int8), few rows 0.76-0.86x
-#: (3 x 6368 x 4672: 28.0 -> 22.5); where they fill more than a round, slower
-#: (10690 x 16 x 3104: 30.4 against 26.0).
-_NARROW_8BIT = {"BM": 64, "CONSUMERS": 1, "STAGES": 6}
-FOUR_SPLITS_K = 65536  # from which ``_split_k`` takes four splits over 65-128 rows
+#: K from which rung 16 over 65-128 rows takes 128 x 128 tiles in four splits (``_split_k``).
+FOUR_SPLITS_K = 65536
 #: K from which one product of a few rows over many columns takes rung 28's 64 x 256 tiles
 #: where they fill half the SMs (``_hopper``).
 WIDE_ROWS_K = 2048
-
-Pick = tuple[str, dict[str, int]]
-
-
-@dataclass(frozen=True)
-class _Asked:
-    """What the rules look at: the product, its dtype and precision, the GPU."""
-
-    m: int
-    n: int
-    k: int
-    dtype: str
-    cc: int
-    precision: str | None
-    sms: int
-    batch: int
-    a_row_major: bool
-    scale_vectors: bool
-    b_col_major: bool
-
-    def tiles(self, bm: int, bn: int) -> int:
-        """Tiles of ``bm`` x ``bn`` in the whole batch's outputs."""
-        return cdiv(self.m, bm) * cdiv(self.n, bn) * self.batch
 
 
 def heuristic(m: int, n: int, k: int, dtype: str = "float32", cc: int = 90,
@@ -91,15 +57,15 @@ def heuristic(m: int, n: int, k: int, dtype: str = "float32", cc: int = 90,
     ``mma_tf32``, and for float64 through ``dmma`` (the FP64 tensor cores) from sm_80; 8-bit
     inputs (FP8, int8) ``wgmma_8bit`` on sm_90 (``scale_vectors``: a scale per row of A or
     per column of B, which take 128-column tiles below K = 1024; one 8-bit product of few
-    tiles and K >= ``CUT_TILES_K``: ``wgmma_8bit_last_round``; both at 64 x 128 tiles where
-    those fit in a round, ``_NARROW_8BIT``), int8 ``mma_int8`` before it and for small
-    products (at most 2^18 outputs, K <= 1024), ``skinny`` for at most 16 rows or columns
-    with K >= 16 times the other side; splitk for float32 outputs of few tiles with K >=
-    4096; for outputs of a million elements or more the fastest large-tile rung for the
-    dtype (``pipelined`` for float32, ``vectorized`` for the others), for mid-sized ones
-    ``pipelined`` on 64 x 64 tiles (float32) or coarse1d, tiled for small ones. Tiles shrink
-    where the large ones, over all ``batch`` products, would leave SMs idle. All variants
-    are correct for every shape, so this only ever costs speed.
+    tiles and K >= ``choice_8bit.CUT_TILES_K``: ``wgmma_8bit_last_round``; both at 64 x 128
+    tiles where those fit in a round, ``choice_8bit.NARROW_8BIT``), int8 ``mma_int8`` before
+    it and for small products (at most 2^18 outputs, K <= 1024), ``skinny`` for at most 16
+    rows or columns with K >= 16 times the other side; splitk for float32 outputs of few
+    tiles with K >= 4096; for outputs of a million elements or more the fastest large-tile
+    rung for the dtype (``pipelined`` for float32, ``vectorized`` for the others), for
+    mid-sized ones ``pipelined`` on 64 x 64 tiles (float32) or coarse1d, tiled for small
+    ones. Tiles shrink where the large ones, over all ``batch`` products, would leave SMs
+    idle. All variants are correct for every shape, so this only ever costs speed.
 
     >>> heuristic(4096, 4096, 4096)[0], heuristic(64, 64, 64)[0]
     ('pipelined', 'tiled')
@@ -129,7 +95,7 @@ def heuristic(m: int, n: int, k: int, dtype: str = "float32", cc: int = 90,
     >>> [heuristic(m, 384, 12960, "int8")[1]["BM"] for m in (84, 2816)]  # 6 or 132 64 x 128 tiles
     [64, 128]
     """
-    asked = _Asked(m, n, k, dtype, cc, precision, sms, batch, a_row_major, scale_vectors,
+    asked = Asked(m, n, k, dtype, cc, precision, sms, batch, a_row_major, scale_vectors,
                    b_col_major)
     for rule in _RULES:
         found = rule(asked)
@@ -138,76 +104,7 @@ def heuristic(m: int, n: int, k: int, dtype: str = "float32", cc: int = 90,
     return _cuda_cores(asked)
 
 
-def _eight_bit_small(q: _Asked) -> Pick | None:
-    """8-bit products that rung 18's TMA ring does not suit: int8 before Hopper, few
-    rows or columns over a long K, small int8 products."""
-    m, n, k, dtype, cc, sms, batch = q.m, q.n, q.k, q.dtype, q.cc, q.sms, q.batch
-    tiles = q.tiles
-    eight_bit = get_variant("wgmma_8bit")
-    if dtype == "int8" and not eight_bit.runs_on(cc):  # int8 before Hopper: rung 19, 64 x 64
-        params = dict(get_variant("mma_int8").defaults)  # tiles where its own leave SMs idle
-        if tiles(params["BM"], params["BN"]) < sms:      # (as for mma; not measured)
-            params.update(BM=64, BN=64, WM=32, WN=32)
-        return "mma_int8", params
-    few = min(m, n)
-    if (dtype in eight_bit.dtypes and 0 < few <= SKINNY_EIGHT_BIT
-            and max(m, n) * SKINNY_EIGHT_BIT <= k and batch == 1):
-        # few rows or columns, and K long beside the other side: rung 20 splits K 16
-        # ways where rung 18 walks it in one block a tile (150 x 16 x 6816 and 153 x 16 x
-        # 13424: FP8 20.6 and 31.5 us against 22.0 and 38.4, int8 14.7 and 19.7 against
-        # 22.4 and 38.7; it reads wider operands at a third of the copy bandwidth, so
-        # loses elsewhere: evidence/eight_bit_points_*.txt)
-        return "skinny", {**get_variant("skinny").defaults, "BM": 1 << (few - 1).bit_length(),
-                          "SPLITS": 16, "FEW_COLUMNS": int(n < m)}
-    if dtype == "int8" and m * n * batch <= 1 << 18 and k <= 1024:
-        # a small int8 product: rung 19's 64 x 64 tiles, 4 stages, start and finish sooner
-        # than rung 18's (a TMA ring of 160 KB): 4.9-6.5 us against 6.8-7.7 where
-        # torch._int_mm takes 5.2-6.3 (evidence/eight_bit_points_int8.txt, the random suite's
-        # int8 seeds 10 and 11; longer K or larger C ran faster on rung 18)
-        return "mma_int8", {**get_variant("mma_int8").defaults, "BM": 64, "BN": 64,
-                            "WM": 32, "WN": 32, "STAGES": 4}
-    return None
-
-
-def _eight_bit_hopper(q: _Asked) -> Pick | None:
-    """The other 8-bit products: rung 25 for few tiles over a long K, else rung 18."""
-    k, dtype, sms, batch, scale_vectors = q.k, q.dtype, q.sms, q.batch, q.scale_vectors
-    tiles = q.tiles
-    eight_bit = get_variant("wgmma_8bit")
-    if (dtype in eight_bit.dtypes and tiles(128, 128) <= sms // 2 and k >= CUT_TILES_K
-            and batch == 1):
-        # few tiles, long K: rung 25 cuts each tile's K into pieces, so every SM streams
-        # (128 x 128, 4 stages): int8 84 x 384 x 12960 21.9 us against 39.9 for rung 18 and
-        # 31.2 for torch._int_mm, 2767 x 208 x 13616 44.4 against 54.5 and 78.3; 0.55-0.94x
-        # rung 18's time on the seven such shapes of the int8 seeds 10 and 11
-        # (evidence/eight_bit_points_int8_44adea6.txt); shorter K or more tiles ran slower.
-        # FP8 with row and column scales, fitted on seed 10 (0.55-0.95x rung 18 on its five
-        # such shapes, evidence/eight_bit_points_float8_f22cc55.json) and checked on seed
-        # 11: 29 x 96 x 6592 16.2 us against 21.8, 2767 x 208 x 13616 43.3 against 52.6
-        # (evidence/eight_bit_points_float8_seed11_164d90c.txt)
-        cut = get_variant("wgmma_8bit_last_round")
-        params = {**cut.defaults, "BN": 128, "STAGES": 4}
-        if tiles(64, 128) <= sms // 2:
-            params.update(_NARROW_8BIT)
-        return cut.name, params
-    if dtype in eight_bit.dtypes:  # the 8-bit rung on sm_90 (for FP8 elsewhere the plan
-        # refuses it, naming what runs there); 128 x 256 tiles, 128 x 128 with 4 stages
-        # where those leave SMs idle (at 4096^3, FP8: 0.95x torch._scaled_mm against 0.77x
-        # with 3; evidence/wgmma_8bit.txt). With scale vectors (staged beside C at 256
-        # columns), 128 x 128 with 4 stages for K < 1024 too, where C's stores are most of
-        # the work: 1.002x the best of six points on seeds 10, 11 and 19 and at 4096^3 and
-        # 8192^3 (1.03-1.04x torch._scaled_mm; evidence/eight_bit_points_float8_33f38bb.txt)
-        params = dict(eight_bit.defaults)
-        if (tiles(params["BM"], params["BN"]) < sms
-                or scale_vectors and k < SCALED_LONG_K):
-            params.update(BN=128, STAGES=4)
-            if tiles(64, 128) <= sms:
-                params.update(_NARROW_8BIT)
-        return eight_bit.name, params
-    return None
-
-
-def _few_rows(q: _Asked) -> Pick | None:
+def _few_rows(q: Asked) -> Pick | None:
     """One 16-bit product of a few rows over a long K, A read row-major: rung 17; of a few
     columns, B read column-major: rung 36, rung 17 on the product turned over (C^T = B^T
     A^T), whose rows are those columns."""
@@ -237,18 +134,20 @@ def _few_rows(q: _Asked) -> Pick | None:
         if _wide_tiles_pay(tiles(16, 64), tiles(wide_bm, 128), sms):
             return name, {**rows.defaults, "BM": wide_bm, "BN": 128, "SPLITS": 1}
         return name, {**rows.defaults, "BM": 16, "BN": 64, "SPLITS": 1}
-    # few rows (columns), one product: A's rows (B's columns) as the instruction's n; the
-    # thresholds are the rows' below, taken over for columns (the same kernel, the product turned
-    # over: evidence/few_columns_b961ba1.txt). Below the tiles that fill the SMs unsplit (next),
-    # 64 columns a tile while two blocks a tile fit in the SMs, K split in two, in four where
-    # that leaves under a block per two SMs. Measured when every such product split K, so some of
-    # these now take the unsplit branch (16 x 11008 x 4096, 1 x 152064 x 3584)
-    # (evidence/wgmma_rows.txt, x cuBLAS against auto's pick before: 16 x 4096 x 4096 1.00 /
-    # 0.89, 1 x 4096 x 4096 0.94 / 0.11, 8 x 4096 x 4096 0.92 / 0.11, 24 x 4096 x 4096 0.88 /
-    # 0.81, 16 x 11008 x 4096 0.87 / 0.81 on 128 columns, 16 x 1024 x 4096 0.96 / 0.07 in four; K
-    # = 1024 and batches ran slower). Down to K = 2048 for at most 16 rows: 0.62-1.02x the time
-    # of auto's pick before on 38 products (1 x 152064 x 3584:NT 598 -> 374 us, cuBLAS 391),
-    # where 32 rows ran 0.98-1.13x below K = 4096 (evidence/wgmma_rows_shorter_k_f93561f.txt)
+    # few rows (columns), one product: A's rows (B's columns) as the instruction's n;
+    # the thresholds are the rows' below, taken over for columns (the same kernel, the
+    # product turned over: evidence/few_columns_b961ba1.txt). Below the tiles that
+    # fill the SMs unsplit (next), 64 columns a tile while two blocks a tile fit in
+    # the SMs, K split in two, in four where that leaves under a block per two SMs.
+    # Measured when every such product split K, so some of these now take the unsplit
+    # branch (16 x 11008 x 4096, 1 x 152064 x 3584) (evidence/wgmma_rows.txt, x cuBLAS
+    # against auto's pick before:
+    # 16 x 4096 x 4096 1.00 / 0.89, 1 x 4096 x 4096 0.94 / 0.11, 8 x 4096 x 4096 0.92 /
+    # 0.11, 24 x 4096 x 4096 0.88 / 0.81, 16 x 11008 x 4096 0.87 / 0.81 on 128 columns,
+    # 16 x 1024 x 4096 0.96 / 0.07 in four; K = 1024 and batches ran slower). Down to
+    # K = 2048 for at most 16 rows: 0.62-1.02x the time of auto's pick before on 38
+    # products (1 x 152064 x 3584:NT 598 -> 374 us, cuBLAS 391), where 32 rows ran
+    # 0.98-1.13x below K = 4096 (evidence/wgmma_rows_shorter_k_f93561f.txt)
     bm = 16 if few <= 16 else 32
     if wide := _unsplit_width(tiles, bm, columns, sms):
         return rows.name, {**rows.defaults, "BM": bm, "BN": wide, "SPLITS": 1}
@@ -293,7 +192,7 @@ def _wide_tiles_pay(narrow: int, wide: int, sms: int) -> bool:
     return 2 * cdiv(wide, sms) <= cdiv(narrow, sms)
 
 
-def _hopper(q: _Asked) -> Pick | None:
+def _hopper(q: Asked) -> Pick | None:
     """Outputs of 2^16 elements or more on sm_90's tensor cores: rung 14, rung 16 for few
     tiles over a long K (``_split_k``), rung 28 for many tiles over a short K."""
     m, n, k, dtype, cc, precision, sms = q.m, q.n, q.k, q.dtype, q.cc, q.precision, q.sms
@@ -322,6 +221,12 @@ def _hopper(q: _Asked) -> Pick | None:
             # 0.031 for 128 x 128 tiles; 10 stages against 6: 0.966x the time on 19
             # published rows, 0.83-0.89x over a long K, evidence/plain_pads_53fe4c5.txt)
             params.update(BM=64, BN=64, CONSUMERS=1, STAGES=10)
+        elif 3 * sms <= 4 * tiles(128, 128) < 4 * sms and precision is None:
+            # 128 x 128 tiles at 6 stages where they fill three quarters of a round or more: on
+            # the 49 such rows of the H200's 16-bit regret files 0.87x the time of 64 x 128 at
+            # 8 stages (0.64-1.00) and 0.98x rung 28's 128 x 128 (0.92-1.08); replayed, no
+            # file's regret worse on the H200, one by 0.002 on the H100 (bf16 seed 64)
+            params.update(BN=128, STAGES=6)
         elif tiles(128, 128) < sms and precision is None:  # 1024^3: 0.90x against 0.65x
             # for 128 x 128 at 3 stages; 8 stages against 6: 0.978x on 13 published rows
             params.update(BM=64, BN=128, CONSUMERS=1, STAGES=8)
@@ -352,7 +257,7 @@ def _hopper(q: _Asked) -> Pick | None:
     return None
 
 
-def _split_k(q: _Asked, bm: int) -> Pick:
+def _split_k(q: Asked, bm: int) -> Pick:
     """Few tiles of ``bm`` rows, long K: rung 16, two blocks a tile, each half of K, so twice as
     many SMs stream the operands (evidence/wgmma_splitk.txt, x cuBLAS against wgmma's: 64 x 4096
     x 4096 0.82 / 0.76, 128 x 4096 x 4096 0.81 / 0.77; more tiles than half the SMs, slower).
@@ -369,7 +274,7 @@ def _split_k(q: _Asked, bm: int) -> Pick:
     return splitk.name, {**splitk.defaults, "BM": bm, "CONSUMERS": bm // 64}
 
 
-def _wide_rows(q: _Asked) -> Pick | None:
+def _wide_rows(q: Asked) -> Pick | None:
     """One 16-bit product of at most 64 rows over many columns and K >= WIDE_ROWS_K: rung 28's
     64 x 256 tiles where they fill half the SMs. Over a long K, B streams from memory, and 256
     columns a block read it faster than 128 (ncu, 32 x 18944 x 3584:NT: 75% of the DRAM
@@ -382,7 +287,7 @@ def _wide_rows(q: _Asked) -> Pick | None:
     return None
 
 
-def _tensor_cores(q: _Asked) -> Pick | None:
+def _tensor_cores(q: Asked) -> Pick | None:
     """Outputs of 2^16 elements or more on sm_80's tensor cores: rungs 12, 12' and 15."""
     dtype, cc, precision, sms, tiles = q.dtype, q.cc, q.precision, q.sms, q.tiles
     outputs = q.m * q.n
@@ -395,7 +300,7 @@ def _tensor_cores(q: _Asked) -> Pick | None:
     return None
 
 
-def _cuda_cores(q: _Asked) -> Pick:
+def _cuda_cores(q: Asked) -> Pick:
     """The rest, on the CUDA cores: split-K for float32 outputs of few tiles over a long
     K, then by the output's size: rung 9 or rung 5 (large), rung 9 on 64 x 64 tiles
     (mid-sized float32), rung 4 or rung 3 (small)."""
@@ -442,7 +347,7 @@ TF32X3_MIN_SIDE = 384
 TF32X3_MIN_K = 256
 
 
-def _three_tf32(q: _Asked) -> Pick | None:
+def _three_tf32(q: Asked) -> Pick | None:
     """precision="tf32x3": rung 33 on sm_90 where its 128 x 128 tiles fill every SM at
     least once, C has ``TF32X3_MIN_SIDE`` rows and columns or more and K is
     ``TF32X3_MIN_K`` or more; elsewhere, and before Hopper, the exact float32 rungs (as
@@ -459,7 +364,7 @@ def _three_tf32(q: _Asked) -> Pick | None:
 
 
 #: The rules in the order they are asked: the first that answers picks.
-_RULES = (_three_tf32, _eight_bit_small, _eight_bit_hopper, _few_rows, _hopper, _tensor_cores)
+_RULES = (_three_tf32, eight_bit_small, eight_bit_hopper, _few_rows, _hopper, _tensor_cores)
 
 
 @functools.lru_cache(maxsize=4096)
