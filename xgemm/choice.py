@@ -222,11 +222,10 @@ def _hopper(q: Asked) -> Pick | None:
             # published rows, 0.83-0.89x over a long K, evidence/plain_pads_53fe4c5.txt)
             params.update(BM=64, BN=64, CONSUMERS=1, STAGES=10)
         elif 3 * sms <= 4 * tiles(128, 128) < 4 * sms and precision is None:
-            # 128 x 128 tiles at 6 stages where they fill three quarters of a round or more: on
-            # the 49 such rows of the H200's 16-bit regret files 0.87x the time of 64 x 128 at
-            # 8 stages (0.64-1.00) and 0.98x rung 28's 128 x 128 (0.92-1.08); on the 33
-            # products it moved (models suite, random seeds 73-112) 0.97x the kernel time,
-            # 0.92x a call (H200: evidence/one_round_128x128.txt)
+            # 128 x 128 at 6 stages where they fill 3/4 of a round or more: on the 49 such rows
+            # of the H200's 16-bit regret files 0.87x the time of 64 x 128 at 8 stages and 0.98x
+            # rung 28's 128 x 128; on the 33 products it moved (models suite, random seeds
+            # 73-112) 0.97x the kernel time, 0.92x a call (evidence/one_round_128x128.txt)
             params.update(BN=128, STAGES=6)
         elif tiles(128, 128) < sms and precision is None:  # 1024^3: 0.90x against 0.65x
             # for 128 x 128 at 3 stages; 8 stages against 6: 0.978x on 13 published rows
