@@ -94,11 +94,16 @@ def test_heuristic_sizes_tiles_by_the_gpus_multiprocessors():
     assert heuristic(2048, 2048, 2048, sms=16)[1]["BN"] == 256
     assert heuristic(1024, 1024, 1024, "float16", 90, sms=132)[1]["BN"] == 128
     assert heuristic(1024, 1024, 1024, "float16", 90, sms=16)[1]["BN"] == 256
-    # 16 bits: 128 x 128 tiles at 6 stages where they fill three quarters of a round or more
-    # (128 x 14336: 112 of them); fewer (1024^2: 64), 64 x 128 at 8 stages
-    assert {k: heuristic(128, 14336, 4096, "bfloat16", 90, sms=132)[1][k]
-            for k in ("BM", "BN", "STAGES")} == {"BM": 128, "BN": 128, "STAGES": 6}
-    assert heuristic(1024, 1024, 1024, "float16", 90, sms=132)[1]["BM"] == 64
+    # 16 bits, one product: 128 x 128 tiles at 6 stages where they fill three quarters of a
+    # round or more (128 x 14336: 112 of them); fewer (1024 x 1536: 96), or a batch, 64 x 128
+    # at 8 stages
+    def tile(m: int, n: int, batch: int = 1) -> tuple:
+        params = heuristic(m, n, 4096, "bfloat16", 90, sms=132, batch=batch)[1]
+        return params["BM"], params["BN"], params["STAGES"]
+
+    assert tile(128, 14336) == (128, 128, 6)
+    assert tile(1024, 1536) == (64, 128, 8)
+    assert tile(128, 7168, batch=2) == (64, 128, 8)
     # 1024^2 in 128 x 128 tiles is 64: under 1.5 per SM of 132, so 64 x 128 tiles
     assert heuristic(1024, 1024, 2048, sms=132)[1]["BM"] == 64
     assert heuristic(1024, 1024, 2048, sms=16)[1]["BM"] == 128
@@ -159,6 +164,7 @@ def test_heuristic_sizes_tiles_by_the_gpus_multiprocessors():
         return name, params["BM"], params["BN"], params["SPLITS"]
 
     assert splitk(128, 3584, 152064) == ("wgmma_splitk", 128, 128, 4)
+    assert heuristic(128, 3584, 152064, "bfloat16", 90, sms=132)[1]["STAGES"] == 6
     assert splitk(72, 2112, 65536) == ("wgmma_splitk", 128, 128, 4)  # 33 x 2 blocks
     assert splitk(128, 3584, 65535)[2:4] == (64, 2)
     assert splitk(128, 2048, 152064)[2:4] == (64, 2)  # 32 x 2 blocks, under half of 132

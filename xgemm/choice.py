@@ -49,7 +49,8 @@ def heuristic(m: int, n: int, k: int, dtype: str = "float32", cc: int = 90,
     copied where its ``transpose_first`` says); for 16-bit outputs of 2^16 elements or more
     the tensor cores, ``wgmma`` on sm_90 (``wgmma_splitk`` for at most 128 rows where its
     tiles would fill at most half the SMs and K >= 4096, 128 x 128 in four splits from
-    ``FOUR_SPLITS_K``; ``wgmma_pingpong`` for 256 <= K <= 768 over three waves or more of
+    ``FOUR_SPLITS_K``; 128 x 128 tiles at 6 stages where one product's fill three quarters
+    of the SMs to under a round; ``wgmma_pingpong`` for 256 <= K <= 768 over three waves or more of
     128 x 128 tiles, and at 64 x 256 for one product of at most 64 rows over K >= 2048 whose
     64 x 256 tiles fill half the SMs; for operands TMA cannot read in place, with padded
     copies from ``TMA_PADDING_PAYS``, else the plan takes ``mma``), ``mma`` on sm_80 and
@@ -221,11 +222,11 @@ def _hopper(q: Asked) -> Pick | None:
             # 0.031 for 128 x 128 tiles; 10 stages against 6: 0.966x the time on 19
             # published rows, 0.83-0.89x over a long K, evidence/plain_pads_53fe4c5.txt)
             params.update(BM=64, BN=64, CONSUMERS=1, STAGES=10)
-        elif 3 * sms <= 4 * tiles(128, 128) < 4 * sms and precision is None:
-            # 128 x 128 at 6 stages where they fill 3/4 of a round or more: on the 49 such rows
-            # of the H200's 16-bit regret files 0.87x the time of 64 x 128 at 8 stages and 0.98x
-            # rung 28's 128 x 128; on the 33 products it moved (models suite, random seeds
-            # 73-112) 0.97x the kernel time, 0.92x a call (evidence/one_round_128x128.txt)
+        elif 3 * sms <= 4 * tiles(128, 128) < 4 * sms and q.batch == 1 and precision is None:
+            # one product's 128 x 128 tiles filling 3/4 of a round or more, at 6 stages: 0.87x
+            # the time of 64 x 128 at 8 stages, 0.98x rung 28's 128 x 128 on the 49 such rows of
+            # the H200's 16-bit regret files; 33 products moved: 0.97x the kernel time, 0.92x a
+            # call (evidence/one_round_128x128.txt; batches not measured)
             params.update(BN=128, STAGES=6)
         elif tiles(128, 128) < sms and precision is None:  # 1024^3: 0.90x against 0.65x
             # for 128 x 128 at 3 stages; 8 stages against 6: 0.978x on 13 published rows
