@@ -222,15 +222,15 @@ def _hopper(q: Asked) -> Pick | None:
             # 0.031 for 128 x 128 tiles; 10 stages against 6: 0.966x the time on 19
             # published rows, 0.83-0.89x over a long K, evidence/plain_pads_53fe4c5.txt)
             params.update(BM=64, BN=64, CONSUMERS=1, STAGES=10)
-        elif 3 * sms <= 4 * tiles(128, 128) < 4 * sms and q.batch == 1 and precision is None:
-            # one product's 128 x 128 tiles filling 3/4 of a round or more, at 6 stages: 0.87x
-            # the time of 64 x 128 at 8 stages, 0.98x rung 28's 128 x 128 on the 49 such rows of
-            # the H200's 16-bit regret files; 33 products moved: 0.97x the kernel time, 0.92x a
-            # call (evidence/one_round_128x128.txt; batches not measured)
-            params.update(BN=128, STAGES=6)
-        elif tiles(128, 128) < sms and precision is None:  # 1024^3: 0.90x against 0.65x
-            # for 128 x 128 at 3 stages; 8 stages against 6: 0.978x on 13 published rows
-            params.update(BM=64, BN=128, CONSUMERS=1, STAGES=8)
+        elif tiles(128, 128) < sms and precision is None:  # under a round of 128 x 128:
+            if 4 * tiles(128, 128) >= 3 * sms and q.batch == 1:  # one product's, 3/4 of it
+                # or more, at 6 stages: 0.87x the time of 64 x 128 at 8, 0.98x rung 28's on 49
+                # such rows of the H200's regret files; the 33 products moved 0.97x the kernel
+                # time, 0.92x a call (evidence/one_round_128x128.txt; batches not measured)
+                params.update(BN=128, STAGES=6)
+            else:  # 64 x 128 (1024^3: 0.90x against 0.65x for 128 x 128 at 3 stages; 8
+                # stages against 6: 0.978x on 13 published rows)
+                params.update(BM=64, BN=128, CONSUMERS=1, STAGES=8)
         elif tiles(params["BM"], params["BN"]) < sms and precision == "tf32":
             # fewer tiles than SMs: 128 x 128. 16 bits keep 128 x 256 at 4 stages there:
             # where those fill half a round to a round (and 128 x 128 more than one), they
