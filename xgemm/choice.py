@@ -150,15 +150,14 @@ def _few_rows(q: Asked) -> Pick | None:
     # products (1 x 152064 x 3584:NT 598 -> 374 us, cuBLAS 391), where 32 rows ran
     # 0.98-1.13x below K = 4096 (evidence/wgmma_rows_shorter_k_f93561f.txt)
     bm = 16 if few <= 16 else 32
-    if wide := _unsplit_width(tiles, bm, columns, sms):
+    if wide := _unsplit_width(tiles, bm, sms):
         return rows.name, {**rows.defaults, "BM": bm, "BN": wide, "SPLITS": 1}
     bn = 64 if 2 * tiles(bm, 64) <= sms else 128
     return rows.name, {**rows.defaults, "BM": bm, "BN": bn,
                        "SPLITS": 2 if 4 * tiles(bm, bn) >= sms else 4}
 
 
-def _unsplit_width(tiles: Callable[[int, int], int], bm: int, columns: bool, sms: int
-                   ) -> int | None:
+def _unsplit_width(tiles: Callable[[int, int], int], bm: int, sms: int) -> int | None:
     """The width of rung 17's (36's) tiles of ``bm`` rows that walk K unsplit, if any: where 64
     (17-32 rows: 128; 16 rows take 128 where ``_wide_tiles_pay``) fill three quarters of the
     SMs, as the split's hand-in through L2 and its tail cost more than the SMs it fills
