@@ -534,7 +534,8 @@ def grouped_cpu_reference():
         return out
 
     library = torch.library.Library("xgemm", "IMPL")
-    library.impl("grouped_mm", reference, "CPU")
+    for name in ("grouped_mm", "grouped_product"):
+        library.impl(name, reference, "CPU")
     yield torch
     library._destroy()
 

@@ -5,6 +5,7 @@ register (torch.matmul); the GPU tests run xgemm's own kernels."""
 
 from __future__ import annotations
 
+import copy
 import subprocess
 import sys
 
@@ -70,7 +71,8 @@ def cpu_reference():
                 "gelu": F.gelu(z, approximate="tanh")}[activation].contiguous()
 
     library = torch.library.Library("xgemm", "IMPL")
-    library.impl("matmul", reference, "CPU")
+    for name in ("matmul", "product"):
+        library.impl(name, reference, "CPU")
     yield
     library._destroy()
 
@@ -79,9 +81,10 @@ def cpu_reference():
 @pytest.mark.parametrize("a_shape, b_shape", SHAPES[:-1], ids=[_id(s) for s in SHAPES[:-1]])
 @pytest.mark.parametrize("through", ["matmul", "operator"])
 def test_backward_formulas(cpu_reference, a_shape, b_shape, activation, through):
-    """gradcheck (float64) of a, b and bias: numpy.matmul's broadcasting reduced back,
-    1-D operands, each activation; through xgemm.torch.matmul (activations after the
-    product) and the operator itself (its fused activation's derivative)."""
+    """gradcheck and gradgradcheck (float64) of a, b and bias: numpy.matmul's
+    broadcasting reduced back, 1-D operands, each activation, first and second
+    derivatives; through xgemm.torch.matmul (activations after the product) and the
+    operator itself (its fused activation's derivative)."""
     generator = torch.Generator().manual_seed(0)
 
     def rand(*shape):
@@ -98,6 +101,7 @@ def test_backward_formulas(cpu_reference, a_shape, b_shape, activation, through)
         def f(a, b, bias):
             return torch.ops.xgemm.matmul(a, b, bias, activation or "none", "auto", None, "")
     assert torch.autograd.gradcheck(f, (a, b, bias))
+    assert torch.autograd.gradgradcheck(f, (a, b, bias))
 
 
 def test_torch_suite_decoder_prefills_and_decodes():
@@ -153,6 +157,36 @@ def test_torch_compile_traces_without_a_graph_break():
     assert model[0].weight.grad.shape == model[0].weight.shape
 
 
+def test_compiled_graphs_hold_the_operator_without_autograd():
+    """A compiled forward and backward (matmul with a bias, and a fused activation called
+    through the operator) hold xgemm::product, which runs with no Python autograd layer,
+    and no xgemm::matmul."""
+    from torch._functorch.aot_autograd import aot_module_simplified
+
+    held = []
+
+    def record(graph_module, inputs):
+        held.extend(str(node.target) for node in graph_module.graph.nodes
+                    if str(node.target).startswith("xgemm."))
+        return graph_module.forward
+
+    def backend(graph_module, inputs):
+        return aot_module_simplified(graph_module, inputs, fw_compiler=record,
+                                     bw_compiler=record)
+
+    w = torch.empty(32, 64, device="meta", requires_grad=True)
+    bias = torch.empty(32, device="meta", requires_grad=True)
+
+    def step(x):
+        return (xt.matmul(x, w.T, bias=bias).sum()
+                + torch.ops.xgemm.matmul(x, w.T, None, "gelu", "auto", None, "").sum())
+
+    x = torch.empty(4, 16, 64, device="meta", requires_grad=True)
+    torch.compile(step, fullgraph=True, backend=backend)(x).backward()
+    # forward: two products; backward: two a product, the gelu's product again
+    assert held == ["xgemm.product.default"] * 7, held
+
+
 @pytest.mark.parametrize("through", ["eager", "operator"])
 def test_weight_gradient_comes_in_the_weights_layout(cpu_reference, through):
     """x @ w.T: w's gradient reaches w contiguous, as w is, so autograd keeps it rather
@@ -203,6 +237,48 @@ def test_linear_is_an_nn_linear():
 
 # -- on the GPU: xgemm's kernels ---------------------------------------------------------
 GPU_SHAPES = [((7, 5), (5, 3)), ((2, 7, 5), (5, 3)), ((3, 1, 7, 5), (2, 5, 4)), ((5,), (5, 3))]
+
+
+def _train_gpt():
+    """examples/train_gpt.py as a module: its GPT."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "examples" / "train_gpt.py"
+    spec = importlib.util.spec_from_file_location("train_gpt", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.gpu
+def test_gpt_gradients_match_pytorchs():
+    """examples/train_gpt.py's GPT (two blocks), one backward under bfloat16 autocast:
+    every parameter's gradient on xgemm's linears lies as near float64's as it does on
+    PyTorch's linears (twice PyTorch's error at most, or the layers' tolerance): within
+    bfloat16's noise."""
+    import torch.nn.functional as F
+
+    vocab = 40
+    torch.manual_seed(7)
+    pytorchs = _train_gpt().GPT(vocab, width=128, depth=2, heads=4, context=64).cuda()
+    models = {"PyTorch": pytorchs, "xgemm": xt.swap_linears(copy.deepcopy(pytorchs)),
+              "float64": copy.deepcopy(pytorchs).double()}
+    idx, target = (torch.randint(0, vocab, (4, 64), device="cuda") for _ in range(2))
+    for name, model in models.items():
+        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=name != "float64"):
+            logits = model(idx)
+        F.cross_entropy(logits.double().view(-1, vocab), target.view(-1)).backward()
+    exact = dict(models["float64"].named_parameters())
+
+    def error(model: torch.nn.Module, name: str) -> float:
+        grad = dict(model.named_parameters())[name].grad.double()
+        return ((grad - exact[name].grad).norm() / exact[name].grad.norm()).item()
+
+    for name in exact:
+        ours, theirs = error(models["xgemm"], name), error(models["PyTorch"], name)
+        assert ours <= max(2 * theirs, TOLERANCE["layers"]["bfloat16"]), (
+            f"{name}: {ours:.3g} against PyTorch's {theirs:.3g}")
 
 
 @pytest.mark.gpu

@@ -5,9 +5,10 @@ without a graph break, and captured in CUDA graphs.
 autograd; this module registers the product as a ``torch.library`` custom operator,
 ``torch.ops.xgemm.matmul``, with a fake implementation (the result's shape, dtype and
 strides, for tracing) and a backward made of the same operator (``dA = dC @ B^T``,
-``dB = A^T @ dC``, the bias's gradient, the activation's derivative). Where nothing
-traces (eager mode) the same product and backward are called directly, without the
-operator's dispatch. Importing it needs PyTorch; ``import xgemm`` does not.
+``dB = A^T @ dC``, the bias's gradient, the activation's derivative). Its autograd calls
+a twin without one, ``torch.ops.xgemm.product``, which is what compiled graphs hold.
+Where nothing traces (eager mode) the same product and backward are called directly,
+without the operator's dispatch. Importing it needs PyTorch; ``import xgemm`` does not.
 
 Example:
     >>> import torch, xgemm.torch  # doctest: +SKIP
@@ -58,20 +59,35 @@ def _launch(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None, activat
                        precision=precision, **_tiles(tiles))
 
 
-# The operator, defined through torch.library's Library rather than its custom_op: the
-# same schema, CUDA kernel, fake and autograd, without custom_op's per-call checks of its
-# outputs (a few microseconds of Python a call, in each of torch.compile's calls)
+# The operators, defined through torch.library's Library rather than its custom_op: the
+# same schema, CUDA kernel and fake, without custom_op's per-call checks of its outputs (a
+# few microseconds of Python a call, in each of torch.compile's calls). Two of them:
+# ``matmul``, differentiable, the one users call, and ``product``, the same kernel with no
+# autograd, the one matmul's autograd calls. A compiled graph records the operators the
+# autograd layer calls below it, so its products are ``product``'s, which the dispatcher
+# runs with no Python between it and the kernel; through ``matmul`` each call would pay
+# for a Python autograd kernel in a graph that records nothing.
 _LIBRARY = torch.library.Library("xgemm", "DEF")
-_LIBRARY.define("matmul(Tensor a, Tensor b, Tensor? bias, str activation, str variant, "
-                "str? precision, str tiles) -> Tensor")
-_LIBRARY.impl("matmul", _launch, "CUDA")
+_SCHEMA = ("(Tensor a, Tensor b, Tensor? bias, str activation, str variant, str? precision, "
+           "str tiles) -> Tensor")
 
 
-@torch.library.register_fake("xgemm::matmul", lib=_LIBRARY)
-def _(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None, activation: str,
-      variant: str, precision: str | None, tiles: str) -> torch.Tensor:
+def _fake(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None, activation: str,
+          variant: str, precision: str | None, tiles: str) -> torch.Tensor:
     # xgemm.matmul returns a new contiguous tensor of a's dtype, of numpy.matmul's shape
     return a.new_empty(matmul_shapes(tuple(a.shape), tuple(b.shape)).out)
+
+
+def _define(names: tuple[str, str], schema: str, kernel: Callable, fake: Callable) -> None:
+    """Two operators of one schema, CUDA kernel and fake: the differentiable one users call
+    (its autograd kernel registered apart) and the one its autograd calls below it."""
+    for name in names:
+        _LIBRARY.define(name + schema)
+        _LIBRARY.impl(name, kernel, "CUDA")
+        torch.library.register_fake(f"xgemm::{name}", fake, lib=_LIBRARY)
+
+
+_define(("matmul", "product"), _SCHEMA, _launch, _fake)
 
 
 def _as_matrices(a: torch.Tensor, b: torch.Tensor, grad: torch.Tensor):
@@ -107,13 +123,15 @@ def _gradients(product: Callable, saved: tuple, activation: str, variant: str,
     if activation == "relu":
         grad = grad * (result > 0)
     elif activation != "none":  # gelu, silu: the product again, then its derivative
+        creating = torch.is_grad_enabled()  # a backward that records (create_graph)
         with torch.enable_grad():
             z = product(a, b, bias, "none", variant, precision, tiles).requires_grad_()
             y = F.gelu(z, approximate="tanh") if activation == "gelu" else F.silu(z)
-            (grad,) = torch.autograd.grad(y, z, grad)
+            (grad,) = torch.autograd.grad(y, z, grad, create_graph=creating)
     grad_a = grad_b = grad_bias = None
     if has_bias and needs[2]:
-        grad_bias = grad.reshape(-1, grad.shape[-1]).sum(0) if grad.dim() > 1 else grad
+        grad_bias = grad if grad.dim() == 1 else grad.sum(0) if grad.dim() == 2 else \
+            grad.reshape(-1, grad.shape[-1]).sum(0)
     a2, b2, g2 = _as_matrices(a, b, grad)
     if needs[0]:
         grad_a = product(g2, b2.mT, None, "none", variant, precision, tiles)
@@ -123,7 +141,8 @@ def _gradients(product: Callable, saved: tuple, activation: str, variant: str,
         if b2.dim() == 2:  # one b for the batch (a weight): one product over all its rows
             k, n = b2.shape
             rows_a, rows_g = a2.reshape(-1, k), g2.reshape(-1, n)
-            if b2.mT.is_contiguous() and not b2.is_contiguous():
+            stride_k, stride_n = b2.stride()
+            if stride_k == 1 and stride_n != 1 and (stride_n == k or n == 1):
                 # b is a transposed view (x @ w.T): make w's gradient, dB^T = dC^T A, in
                 # w's own layout, so that autograd takes it as it is instead of copying it
                 grad_b = product(rows_g.mT, rows_a, None, "none", variant, precision,
@@ -138,16 +157,6 @@ def _gradients(product: Callable, saved: tuple, activation: str, variant: str,
     return grad_a, grad_b, grad_bias
 
 
-def _backward(ctx, grad: torch.Tensor):
-    return (*_gradients(torch.ops.xgemm.matmul, ctx.saved_tensors, ctx.activation,
-                        ctx.variant, ctx.precision, ctx.tiles, ctx.has_bias,
-                        ctx.needs_input_grad, grad), None, None, None, None)
-
-
-torch.library.register_autograd("xgemm::matmul", _backward, setup_context=_setup_context,
-                               lib=_LIBRARY)
-
-
 def _direct(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None, activation: str,
             variant: str, precision: str | None, tiles: str) -> torch.Tensor:
     """The operator's product without its dispatch: xgemm's kernels on CUDA tensors, the
@@ -157,19 +166,25 @@ def _direct(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None, activat
     return torch.ops.xgemm.matmul(a, b, bias, activation, variant, precision, tiles)
 
 
-@once_differentiable
-def _eager_backward(ctx, grad: torch.Tensor) -> tuple:
-    return (*_gradients(_direct, ctx.saved_tensors, ctx.activation, ctx.variant,
+def _backward_of(ctx, grad: torch.Tensor, product: Callable) -> tuple:
+    return (*_gradients(product, ctx.saved_tensors, ctx.activation, ctx.variant,
                         ctx.precision, ctx.tiles, ctx.has_bias, ctx.needs_input_grad,
                         grad), None, None, None, None)
 
 
+def _eager_backward(ctx, grad: torch.Tensor) -> tuple:
+    # a backward that records (create_graph, for a second derivative) takes the operator,
+    # whose own autograd records its products; one that does not, the kernels directly
+    return _backward_of(ctx, grad, torch.ops.xgemm.matmul if torch.is_grad_enabled()
+                        else _direct)
+
+
 class _Eager(torch.autograd.Function):
-    """The operator's forward and backward, called directly where nothing traces them.
-    A custom operator's dispatch costs tens of microseconds a call on the host, and a
-    small model's training step is bounded by the host: examples/train_gpt.py's step ran
-    2.6-4.1 ms (11-18%) faster this way than through the operator
-    (bench/results/h100/evidence/train_gpt_eager_f22745d.txt).
+    """The operator's forward and backward: called directly where nothing traces them,
+    and by the operator's autograd kernel where a graph records through it. Called
+    directly, they save the operator's dispatch, tens of microseconds a call on the host,
+    which bounds a small model's training step: examples/train_gpt.py's step ran 2.6-4.1 ms
+    (11-18%) faster (bench/results/h100/evidence/train_gpt_eager_f22745d.txt).
 
     Its forward takes ``ctx`` itself rather than a ``setup_context``: with one, every
     ``apply`` binds its arguments through ``inspect.signature``, 30 us an apply against 7
@@ -192,7 +207,26 @@ class _Transformable(torch.autograd.Function):
 
     forward = staticmethod(_direct)
     setup_context = staticmethod(_setup_context)
-    backward = staticmethod(_eager_backward)
+
+    @staticmethod
+    @once_differentiable  # the operator's autograd, which a second derivative would take,
+    def backward(ctx, grad: torch.Tensor) -> tuple:  # has no setup_context for them
+        return _backward_of(ctx, grad, _direct)
+
+
+def _autograd(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None, activation: str,
+              variant: str, precision: str | None, tiles: str) -> torch.Tensor:
+    """``matmul``'s autograd kernel: :class:`_Eager` where autograd records (its forward,
+    on traced tensors, calls ``matmul`` again with nothing to record), else ``product``
+    (what a compiled graph then holds; under torch.inference_mode the dispatcher skips
+    this and runs matmul's own kernel)."""
+    if torch.is_grad_enabled() and (a.requires_grad or b.requires_grad or (
+            bias is not None and bias.requires_grad)):
+        return _Eager.apply(a, b, bias, activation, variant, precision, tiles)
+    return torch.ops.xgemm.product(a, b, bias, activation, variant, precision, tiles)
+
+
+_LIBRARY.impl("matmul", _autograd, "Autograd")
 
 
 def _product(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None, activation: str,
@@ -362,21 +396,17 @@ def _grouped_launch(a: torch.Tensor, b: torch.Tensor, offs: torch.Tensor, tiles:
     return grouped_product(a, b, offs, _tiles(tiles))
 
 
-# defined as the matmul operator is (its library, above)
-_LIBRARY.define("grouped_mm(Tensor a, Tensor b, Tensor offs, str tiles) -> Tensor")
-_LIBRARY.impl("grouped_mm", _grouped_launch, "CUDA")
-
-
-@torch.library.register_fake("xgemm::grouped_mm", lib=_LIBRARY)
-def _(a: torch.Tensor, b: torch.Tensor, offs: torch.Tensor, tiles: str) -> torch.Tensor:
+def _grouped_fake(a: torch.Tensor, b: torch.Tensor, offs: torch.Tensor, tiles: str
+                  ) -> torch.Tensor:
     if b.dim() == 3:  # groups of A's rows: A's rows by N
         return a.new_empty(a.shape[0], b.shape[-1])
     return a.new_empty(offs.shape[0], a.shape[0], b.shape[1])  # along K: a matrix a group
 
 
-def _grouped_setup(ctx, inputs, output) -> None:
-    a, b, offs, _ = inputs
-    ctx.save_for_backward(a, b, offs)
+# defined as the matmul operators are (above): ``grouped_mm`` differentiable,
+# ``grouped_product`` what its autograd calls, and what compiled graphs hold
+_define(("grouped_mm", "grouped_product"), "(Tensor a, Tensor b, Tensor offs, str tiles) -> Tensor",
+        _grouped_launch, _grouped_fake)
 
 
 def _grouped_direct(a: torch.Tensor, b: torch.Tensor, offs: torch.Tensor, tiles: str
@@ -410,22 +440,10 @@ def _grouped_gradients(product: Callable, a: torch.Tensor, b: torch.Tensor,
     return da, db, None, None
 
 
-def _grouped_backward(ctx, grad: torch.Tensor):
-    a, b, offs = ctx.saved_tensors
-    return _grouped_gradients(torch.ops.xgemm.grouped_mm, a, b, offs, ctx.needs_input_grad,
-                              grad)
-
-
-torch.library.register_autograd("xgemm::grouped_mm", _grouped_backward,
-                               setup_context=_grouped_setup, lib=_LIBRARY)
-
-
 class _GroupedEager(torch.autograd.Function):
-    """The grouped operator's forward and backward called directly where nothing traces
-    them, as :class:`_Eager` is for the product: a mixture-of-experts layer's training
-    step calls it six times, each a custom operator's dispatch fewer. A backward that
-    builds a graph (``create_graph``, for a second derivative) takes the operator, whose
-    own autograd records it."""
+    """The grouped operator's forward and backward, as :class:`_Eager` is the product's:
+    called directly in eager mode (a mixture-of-experts layer's training step calls it six
+    times, each a custom operator's dispatch fewer), and by the operator's autograd."""
 
     @staticmethod
     def forward(ctx, a, b, offs, tiles):
@@ -437,6 +455,17 @@ class _GroupedEager(torch.autograd.Function):
         a, b, offs = ctx.saved_tensors
         product = torch.ops.xgemm.grouped_mm if torch.is_grad_enabled() else _grouped_direct
         return _grouped_gradients(product, a, b, offs, ctx.needs_input_grad, grad)
+
+
+def _grouped_autograd(a: torch.Tensor, b: torch.Tensor, offs: torch.Tensor, tiles: str
+                      ) -> torch.Tensor:
+    """``grouped_mm``'s autograd kernel, as :func:`_autograd` is matmul's."""
+    if torch.is_grad_enabled() and (a.requires_grad or b.requires_grad):
+        return _GroupedEager.apply(a, b, offs, tiles)
+    return torch.ops.xgemm.grouped_product(a, b, offs, tiles)
+
+
+_LIBRARY.impl("grouped_mm", _grouped_autograd, "Autograd")
 
 
 def grouped_mm(a: torch.Tensor, b: torch.Tensor, offs: torch.Tensor, **params: int
