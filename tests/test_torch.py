@@ -187,6 +187,19 @@ def test_compiled_graphs_hold_the_operator_without_autograd():
     assert held == ["xgemm.product.default"] * 7, held
 
 
+def test_export_takes_a_dynamic_batch(cpu_reference):
+    """torch.export of xgemm Linears with the batch dimension declared dynamic: the
+    operator's fake implementation bounds no dimension (torch.export refuses a bound
+    below the declared range), and the exported program runs another batch."""
+    model = torch.nn.Sequential(xt.Linear(16, 8, dtype=torch.float64), torch.nn.ReLU(),
+                                xt.Linear(8, 4, dtype=torch.float64))
+    batch = torch.export.Dim("batch")
+    exported = torch.export.export(model, (torch.randn(4, 16, dtype=torch.float64),),
+                                   dynamic_shapes=({0: batch},))
+    x = torch.randn(7, 16, dtype=torch.float64)
+    assert torch.allclose(exported.module()(x), model(x))
+
+
 @pytest.mark.parametrize("through", ["eager", "operator"])
 def test_weight_gradient_comes_in_the_weights_layout(cpu_reference, through):
     """x @ w.T: w's gradient reaches w contiguous, as w is, so autograd keeps it rather

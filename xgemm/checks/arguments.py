@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import difflib
 import math
+import numbers
 from dataclasses import dataclass
 from typing import Any
 
@@ -210,7 +211,10 @@ def matmul_shapes(a: tuple[int, ...], b: tuple[int, ...]) -> Shapes:
     m, k, n = a2[-2], a2[-1], b2[-1]
     out = batch + (() if a_vector else (m,)) + (() if b_vector else (n,))
     for size in (m, n, k):
-        if size > INT_MAX:
+        # a symbolic size (PyTorch tracing a dynamic dimension) is checked when the call
+        # runs: a test of it here would bound the dimension, and torch.export refuses a
+        # dimension bounded below what its user declared
+        if isinstance(size, numbers.Integral) and size > INT_MAX:
             raise ValueError(f"a is {a} and b is {b}: xgemm's kernels index with 32-bit ints")
     return Shapes(batch, m, n, k, out, a_vector, b_vector)
 
