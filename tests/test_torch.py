@@ -62,17 +62,20 @@ def test_activation_names_are_checked():
 @pytest.fixture
 def cpu_reference():
     """The operator on CPU tensors: torch.matmul and the epilogue, so that gradcheck can
-    check the backward's formulas (made of the operator itself) where there is no GPU."""
+    check the backward's formulas (made of the operator itself) where there is no GPU. As
+    xgemm's kernels do, it records nothing (a kernel that recorded would hand autograd
+    gradients the operator's own autograd never made), and returns numpy.matmul's shape."""
     import torch.nn.functional as F
 
     def reference(a, b, bias, activation, variant, precision, tiles):
-        z = torch.matmul(a, b) + (0 if bias is None else bias)
-        return {"none": z, "relu": torch.relu(z), "silu": F.silu(z),
-                "gelu": F.gelu(z, approximate="tanh")}[activation].contiguous()
+        with torch.no_grad():
+            z = torch.matmul(a, b)
+            z = (z + (0 if bias is None else bias)).reshape(z.shape)
+            return {"none": z, "relu": torch.relu(z), "silu": F.silu(z),
+                    "gelu": F.gelu(z, approximate="tanh")}[activation].contiguous()
 
     library = torch.library.Library("xgemm", "IMPL")
-    for name in ("matmul", "product"):
-        library.impl(name, reference, "CPU")
+    library.impl("matmul", reference, "CPU")
     yield
     library._destroy()
 
@@ -92,8 +95,7 @@ def test_backward_formulas(cpu_reference, a_shape, b_shape, activation, through)
                            requires_grad=True)
 
     a, b = rand(*a_shape), rand(*b_shape)
-    n = b_shape[-1] if len(b_shape) > 1 else None
-    bias = rand(n) if n else None
+    bias = rand(b_shape[-1] if len(b_shape) > 1 else 1)  # a 1-D b's column: one value
     if through == "matmul":
         def f(a, b, bias):
             return xt.matmul(a, b, bias=bias, activation=activation)
@@ -157,34 +159,38 @@ def test_torch_compile_traces_without_a_graph_break():
     assert model[0].weight.grad.shape == model[0].weight.shape
 
 
-def test_compiled_graphs_hold_the_operator_without_autograd():
-    """A compiled forward and backward (matmul with a bias, and a fused activation called
-    through the operator) hold xgemm::product, which runs with no Python autograd layer,
-    and no xgemm::matmul."""
-    from torch._functorch.aot_autograd import aot_module_simplified
+def test_a_decomposed_exported_program_keeps_the_gradients(cpu_reference):
+    """torch.export's program lowered to ATen (``run_decompositions``) holds the operator
+    below its autograd; run where autograd records, its gradients are eager mode's: the
+    operator's autograd is its own kernel, not a fallback that would leave none."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(xt.Linear(3, 4, dtype=torch.float64, activation="gelu"),
+                                xt.Linear(4, 2, dtype=torch.float64))
+    x = torch.randn(5, 3, dtype=torch.float64)
+    lowered = torch.export.export(model, (x,)).run_decompositions().module()
+    grads = []
+    for run in (model, lowered):
+        params = dict(run.named_parameters())
+        xr = x.clone().requires_grad_()
+        run(xr).square().sum().backward()
+        grads.append([xr.grad] + [params[name].grad for name in sorted(params)])
+    for got, want in zip(grads[1], grads[0], strict=True):
+        assert got is not None and torch.allclose(got, want)
 
-    held = []
 
-    def record(graph_module, inputs):
-        held.extend(str(node.target) for node in graph_module.graph.nodes
-                    if str(node.target).startswith("xgemm."))
-        return graph_module.forward
+def test_dispatch_keys_that_reach_the_cuda_kernel_directly():
+    """The operator's autograd kernel calls the CUDA kernel itself only where the
+    dispatcher would call it next: not under a dispatch mode or for a subclass (Python),
+    functionalization or a conjugate view, nor for another backend."""
+    from xgemm.torch_library import cuda_is_next
 
-    def backend(graph_module, inputs):
-        return aot_module_simplified(graph_module, inputs, fw_compiler=record,
-                                     bw_compiler=record)
-
-    w = torch.empty(32, 64, device="meta", requires_grad=True)
-    bias = torch.empty(32, device="meta", requires_grad=True)
-
-    def step(x):
-        return (xt.matmul(x, w.T, bias=bias).sum()
-                + torch.ops.xgemm.matmul(x, w.T, None, "gelu", "auto", None, "").sum())
-
-    x = torch.empty(4, 16, 64, device="meta", requires_grad=True)
-    torch.compile(step, fullgraph=True, backend=backend)(x).backward()
-    # forward: two products; backward: two a product, the gelu's product again
-    assert held == ["xgemm.product.default"] * 7, held
+    keys = torch._C.DispatchKeySet
+    dk = torch._C.DispatchKey
+    plain = keys(dk.CUDA) | keys(dk.ADInplaceOrView) | keys(dk.AutogradCUDA)
+    assert cuda_is_next(plain)
+    for before in (dk.Python, dk.Functionalize, dk.Conjugate):
+        assert not cuda_is_next(plain | keys(before)), before
+    assert not cuda_is_next(keys(dk.CPU) | keys(dk.ADInplaceOrView) | keys(dk.AutogradCPU))
 
 
 def test_export_takes_a_dynamic_batch(cpu_reference):

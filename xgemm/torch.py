@@ -5,10 +5,11 @@ without a graph break, and captured in CUDA graphs.
 autograd; this module registers the product as a ``torch.library`` custom operator,
 ``torch.ops.xgemm.matmul``, with a fake implementation (the result's shape, dtype and
 strides, for tracing) and a backward made of the same operator (``dA = dC @ B^T``,
-``dB = A^T @ dC``, the bias's gradient, the activation's derivative). Its autograd calls
-a twin without one, ``torch.ops.xgemm.product``, which is what compiled graphs hold.
-Where nothing traces (eager mode) the same product and backward are called directly,
-without the operator's dispatch. Importing it needs PyTorch; ``import xgemm`` does not.
+``dB = A^T @ dC``, the bias's gradient, the activation's derivative); where nothing
+records (a compiled graph runs under no_grad) its autograd kernel calls the CUDA kernel
+directly (``xgemm.torch_library`` defines the operators). Where nothing traces (eager
+mode) the same product and backward are called directly, without the operator's
+dispatch. Importing it needs PyTorch; ``import xgemm`` does not.
 
 Example:
     >>> import torch, xgemm.torch  # doctest: +SKIP
@@ -29,65 +30,11 @@ from torch.autograd import forward_ad
 from torch.autograd.function import once_differentiable
 
 from . import api
-from .checks import matmul_shapes
 from .grouped import grouped_product
 from .specs import ACTIVATIONS
+from .torch_library import LIBRARY, grouped_below, launch, matmul_below, tiles_of, tiles_text
 
 __all__ = ["Linear", "grouped_mm", "linear", "matmul", "swap_linears"]
-
-
-def _tiles_text(params: dict[str, int]) -> str:
-    """Tile parameters as the operator takes them (its schema has no mapping): "BM=64,BN=128"."""
-    if not params:  # most calls: every call of a layer pays for this
-        return ""
-    return ",".join(f"{name}={value}" for name, value in sorted(params.items()))
-
-
-def _tiles(text: str) -> dict[str, int]:
-    if not text:
-        return {}
-    pairs = (item.split("=") for item in text.split(",") if item)
-    return {name: int(value) for name, value in pairs}
-
-
-def _launch(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None, activation: str,
-            variant: str, precision: str | None, tiles: str) -> torch.Tensor:
-    """``activation(a @ b + bias)`` by xgemm's kernels (``xgemm.api.product``), from the
-    operator's arguments: the operator's CUDA kernel, and the eager path's product."""
-    return api.product(a, b, variant=variant, bias=bias,
-                       activation=None if activation == "none" else activation,
-                       precision=precision, **_tiles(tiles))
-
-
-# The operators, defined through torch.library's Library rather than its custom_op: the
-# same schema, CUDA kernel and fake, without custom_op's per-call checks of its outputs (a
-# few microseconds of Python a call, in each of torch.compile's calls). Two of them:
-# ``matmul``, differentiable, the one users call, and ``product``, the same kernel with no
-# autograd, the one matmul's autograd calls. A compiled graph records the operators the
-# autograd layer calls below it, so its products are ``product``'s, which the dispatcher
-# runs with no Python between it and the kernel; through ``matmul`` each call would pay
-# for a Python autograd kernel in a graph that records nothing.
-_LIBRARY = torch.library.Library("xgemm", "DEF")
-_SCHEMA = ("(Tensor a, Tensor b, Tensor? bias, str activation, str variant, str? precision, "
-           "str tiles) -> Tensor")
-
-
-def _fake(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None, activation: str,
-          variant: str, precision: str | None, tiles: str) -> torch.Tensor:
-    # xgemm.matmul returns a new contiguous tensor of a's dtype, of numpy.matmul's shape
-    return a.new_empty(matmul_shapes(tuple(a.shape), tuple(b.shape)).out)
-
-
-def _define(names: tuple[str, str], schema: str, kernel: Callable, fake: Callable) -> None:
-    """Two operators of one schema, CUDA kernel and fake: the differentiable one users call
-    (its autograd kernel registered apart) and the one its autograd calls below it."""
-    for name in names:
-        _LIBRARY.define(name + schema)
-        _LIBRARY.impl(name, kernel, "CUDA")
-        torch.library.register_fake(f"xgemm::{name}", fake, lib=_LIBRARY)
-
-
-_define(("matmul", "product"), _SCHEMA, _launch, _fake)
 
 
 def _as_matrices(a: torch.Tensor, b: torch.Tensor, grad: torch.Tensor):
@@ -129,9 +76,10 @@ def _gradients(product: Callable, saved: tuple, activation: str, variant: str,
             y = F.gelu(z, approximate="tanh") if activation == "gelu" else F.silu(z)
             (grad,) = torch.autograd.grad(y, z, grad, create_graph=creating)
     grad_a = grad_b = grad_bias = None
-    if has_bias and needs[2]:
-        grad_bias = grad if grad.dim() == 1 else grad.sum(0) if grad.dim() == 2 else \
-            grad.reshape(-1, grad.shape[-1]).sum(0)
+    if has_bias and needs[2]:  # summed over all but C's columns (none: a 1-D b's one)
+        columns = b.shape[-1] if b.dim() > 1 else 1
+        grad_bias = grad.sum(0) if grad.dim() == 2 and b.dim() > 1 else \
+            grad.reshape(-1, columns).sum(0)
     a2, b2, g2 = _as_matrices(a, b, grad)
     if needs[0]:
         grad_a = product(g2, b2.mT, None, "none", variant, precision, tiles)
@@ -159,11 +107,21 @@ def _gradients(product: Callable, saved: tuple, activation: str, variant: str,
 
 def _direct(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None, activation: str,
             variant: str, precision: str | None, tiles: str) -> torch.Tensor:
-    """The operator's product without its dispatch: xgemm's kernels on CUDA tensors, the
-    operator itself on others (meta, fake, or CPU where a test registers a CPU kernel)."""
-    if type(a) is torch.Tensor and a.is_cuda:
-        return _launch(a, b, bias, activation, variant, precision, tiles)
+    """The operator's product without its dispatch: xgemm's kernels on plain CUDA tensors
+    with no dispatch mode, the operator itself on others (meta, fake or functional tensors,
+    a subclass, CPU where a test registers a CPU kernel) and under a dispatch mode (which
+    then sees the operator)."""
+    if _plain(a, b, bias):
+        return launch(a, b, bias, activation, variant, precision, tiles)
     return torch.ops.xgemm.matmul(a, b, bias, activation, variant, precision, tiles)
+
+
+def _plain(a: torch.Tensor, b: torch.Tensor, third: torch.Tensor | None) -> bool:
+    """Whether xgemm's kernels may take the tensors without the operator's dispatch: plain
+    CUDA tensors (the third one optional), and no dispatch mode that would see the call."""
+    return (type(a) is torch.Tensor and type(b) is torch.Tensor and a.is_cuda
+            and (third is None or type(third) is torch.Tensor)
+            and not torch._C._len_torch_dispatch_stack())
 
 
 def _backward_of(ctx, grad: torch.Tensor, product: Callable) -> tuple:
@@ -214,19 +172,21 @@ class _Transformable(torch.autograd.Function):
         return _backward_of(ctx, grad, _direct)
 
 
-def _autograd(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None, activation: str,
-              variant: str, precision: str | None, tiles: str) -> torch.Tensor:
+def _autograd(keyset: torch._C.DispatchKeySet, a: torch.Tensor, b: torch.Tensor,
+              bias: torch.Tensor | None, activation: str, variant: str, precision: str | None,
+              tiles: str) -> torch.Tensor:
     """``matmul``'s autograd kernel: :class:`_Eager` where autograd records (its forward,
-    on traced tensors, calls ``matmul`` again with nothing to record), else ``product``
-    (what a compiled graph then holds; under torch.inference_mode the dispatcher skips
-    this and runs matmul's own kernel)."""
+    on traced tensors or under a mode, calls ``matmul`` again with nothing to record),
+    else the kernels below autograd (``matmul_below``: the CUDA kernel itself on plain
+    tensors, the dispatch a compiled graph's calls take; under torch.inference_mode the
+    dispatcher skips this and runs the CUDA kernel)."""
     if torch.is_grad_enabled() and (a.requires_grad or b.requires_grad or (
             bias is not None and bias.requires_grad)):
         return _Eager.apply(a, b, bias, activation, variant, precision, tiles)
-    return torch.ops.xgemm.product(a, b, bias, activation, variant, precision, tiles)
+    return matmul_below(keyset, a, b, bias, activation, variant, precision, tiles)
 
 
-_LIBRARY.impl("matmul", _autograd, "Autograd")
+LIBRARY.impl("matmul", _autograd, "Autograd", with_keyset=True)
 
 
 def _product(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None, activation: str,
@@ -286,7 +246,7 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, bias: torch.Tensor | None = None
     # Inference on CUDA tensors with nothing to record, cast or trace (a decoder's decode
     # step, which the host bounds): the product alone, in as few frames as it takes; the
     # steps below would come to the same call
-    if not params and type(a) is torch.Tensor and a.is_cuda \
+    if not params and _plain(a, b, bias) \
             and forward_ad._current_level < 0 and not torch.is_autocast_enabled("cuda") \
             and not (torch.is_grad_enabled() and (a.requires_grad or b.requires_grad or (
                 bias is not None and bias.requires_grad))) \
@@ -294,7 +254,7 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, bias: torch.Tensor | None = None
             and not torch._C._are_functorch_transforms_active():
         return api.product(a, b, variant, None, bias=bias,
                            activation=None if name == "none" else name, precision=precision)
-    tiles = _tiles_text(params)
+    tiles = tiles_text(params)
     # a dual level is open only inside forward_ad.dual_level(): other calls read one int
     if forward_ad._current_level >= 0 and _tangents(a, b, bias):
         raise NotImplementedError(
@@ -391,30 +351,12 @@ def swap_linears(model: torch.nn.Module,
 
 
 # -- the grouped product ----------------------------------------------------------------------
-def _grouped_launch(a: torch.Tensor, b: torch.Tensor, offs: torch.Tensor, tiles: str
-                    ) -> torch.Tensor:
-    return grouped_product(a, b, offs, _tiles(tiles))
-
-
-def _grouped_fake(a: torch.Tensor, b: torch.Tensor, offs: torch.Tensor, tiles: str
-                  ) -> torch.Tensor:
-    if b.dim() == 3:  # groups of A's rows: A's rows by N
-        return a.new_empty(a.shape[0], b.shape[-1])
-    return a.new_empty(offs.shape[0], a.shape[0], b.shape[1])  # along K: a matrix a group
-
-
-# defined as the matmul operators are (above): ``grouped_mm`` differentiable,
-# ``grouped_product`` what its autograd calls, and what compiled graphs hold
-_define(("grouped_mm", "grouped_product"), "(Tensor a, Tensor b, Tensor offs, str tiles) -> Tensor",
-        _grouped_launch, _grouped_fake)
-
-
 def _grouped_direct(a: torch.Tensor, b: torch.Tensor, offs: torch.Tensor, tiles: str
                     ) -> torch.Tensor:
-    """The grouped operator's product without its dispatch: xgemm's kernels on CUDA
-    tensors, the operator itself on others (as :func:`_direct`)."""
-    if type(a) is torch.Tensor and type(b) is torch.Tensor and a.is_cuda:
-        return grouped_product(a, b, offs, _tiles(tiles))
+    """The grouped operator's product without its dispatch: xgemm's kernels on plain CUDA
+    tensors with no dispatch mode, the operator itself on others (as :func:`_direct`)."""
+    if _plain(a, b, offs):
+        return grouped_product(a, b, offs, tiles_of(tiles))
     return torch.ops.xgemm.grouped_mm(a, b, offs, tiles)
 
 
@@ -457,15 +399,15 @@ class _GroupedEager(torch.autograd.Function):
         return _grouped_gradients(product, a, b, offs, ctx.needs_input_grad, grad)
 
 
-def _grouped_autograd(a: torch.Tensor, b: torch.Tensor, offs: torch.Tensor, tiles: str
-                      ) -> torch.Tensor:
+def _grouped_autograd(keyset: torch._C.DispatchKeySet, a: torch.Tensor, b: torch.Tensor,
+                      offs: torch.Tensor, tiles: str) -> torch.Tensor:
     """``grouped_mm``'s autograd kernel, as :func:`_autograd` is matmul's."""
     if torch.is_grad_enabled() and (a.requires_grad or b.requires_grad):
         return _GroupedEager.apply(a, b, offs, tiles)
-    return torch.ops.xgemm.grouped_product(a, b, offs, tiles)
+    return grouped_below(keyset, a, b, offs, tiles)
 
 
-_LIBRARY.impl("grouped_mm", _grouped_autograd, "Autograd")
+LIBRARY.impl("grouped_mm", _grouped_autograd, "Autograd", with_keyset=True)
 
 
 def grouped_mm(a: torch.Tensor, b: torch.Tensor, offs: torch.Tensor, **params: int
@@ -491,9 +433,9 @@ def grouped_mm(a: torch.Tensor, b: torch.Tensor, offs: torch.Tensor, **params: i
             "tangent would be dropped; use reverse mode (backward, torch.func.grad or vjp) "
             "or F.grouped_mm for forward-mode AD")
     a, b = _autocast(a, b)
-    tiles = _tiles_text(params)
+    tiles = tiles_text(params)
     if torch.compiler.is_compiling() or torch._C._are_functorch_transforms_active():
         return torch.ops.xgemm.grouped_mm(a, b, offs, tiles)
     if torch.is_grad_enabled() and (a.requires_grad or b.requires_grad):
         return _GroupedEager.apply(a, b, offs, tiles)
-    return grouped_product(a, b, offs, params)
+    return _grouped_direct(a, b, offs, tiles)

@@ -147,18 +147,16 @@ def _inputs(m: int, n: int, k: int, batch: int, dtype: str, weight: bool = False
 
 
 def _torch_paths(a: Any, b: Any) -> dict[str, Callable[[], Any]]:
-    """xgemm.torch's paths on tensors ``a`` and ``b``: the operator
-    (``torch.ops.xgemm.matmul``), its twin below autograd (``torch.ops.xgemm.product``,
-    what torch.compile's graphs call) and ``xgemm.torch.matmul`` on tensors that require
-    grad (eager training: the product, and the graph node its backward needs)."""
+    """xgemm.torch's two paths on tensors ``a`` and ``b``: the operator
+    (``torch.ops.xgemm.matmul``, what torch.compile's graphs call) and
+    ``xgemm.torch.matmul`` on tensors that require grad (eager training: the product,
+    and the graph node its backward needs)."""
     import torch
 
     import xgemm.torch
 
     ga, gb = a.detach().requires_grad_(), b.detach().requires_grad_()
     return {"xgemm_op_us": lambda: torch.ops.xgemm.matmul(a, b, None, "none", "auto", None, ""),
-            "xgemm_product_us": lambda: torch.ops.xgemm.product(a, b, None, "none", "auto",
-                                                               None, ""),
             "xgemm_grad_us": lambda: xgemm.torch.matmul(ga, gb)}
 
 
@@ -203,7 +201,7 @@ def host_rows(calls: int = 200, rounds: int = 51) -> list[dict[str, Any]]:
                 row = {"dtype": dtype, "out": with_out, "shape": shape,
                        "xgemm_cupy_us": None, "cupy.matmul_us": None,
                        "xgemm_torch_us": None, "torch.matmul_us": None,
-                       "xgemm_op_us": None, "xgemm_product_us": None, "xgemm_grad_us": None}
+                       "xgemm_op_us": None, "xgemm_grad_us": None}
                 row.update(host_us(contenders, calls, rounds))
                 rows.append(row)
     return rows

@@ -1,0 +1,131 @@
+"""The PyTorch operators' definitions (``torch.library``): ``xgemm::matmul`` and
+``xgemm::grouped_mm``, each with its CUDA kernel (xgemm's own launch) and fake
+implementation, and what each runs below its autograd kernel. ``xgemm.torch`` registers
+their autograd and is what users import; this module is imported by it, with PyTorch.
+
+Example:
+    >>> import torch, xgemm.torch  # doctest: +SKIP
+    >>> a, b = (torch.randn(64, 64, device="cuda") for _ in range(2))  # doctest: +SKIP
+    >>> torch.ops.xgemm.matmul(a, b, None, "none", "auto", None, "").shape  # doctest: +SKIP
+    torch.Size([64, 64])
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from . import api
+from .checks import matmul_shapes
+from .grouped import grouped_product
+
+__all__ = ["LIBRARY", "below_autograd", "cuda_is_next", "grouped_below", "launch", "matmul_below",
+           "tiles_of", "tiles_text"]
+
+
+def tiles_text(params: dict[str, int]) -> str:
+    """Tile parameters as the operator takes them (its schema has no mapping): "BM=64,BN=128"."""
+    if not params:  # most calls: every call of a layer pays for this
+        return ""
+    return ",".join(f"{name}={value}" for name, value in sorted(params.items()))
+
+
+def tiles_of(text: str) -> dict[str, int]:
+    """The tile parameters of :func:`tiles_text`'s text, as a mapping."""
+    if not text:
+        return {}
+    pairs = (item.split("=") for item in text.split(",") if item)
+    return {name: int(value) for name, value in pairs}
+
+
+def launch(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None, activation: str,
+           variant: str, precision: str | None, tiles: str) -> torch.Tensor:
+    """``activation(a @ b + bias)`` by xgemm's kernels (``xgemm.api.product``), from the
+    operator's arguments: the operator's CUDA kernel, and the eager path's product."""
+    return api.product(a, b, variant=variant, bias=bias,
+                       activation=None if activation == "none" else activation,
+                       precision=precision, **tiles_of(tiles))
+
+
+# The operators, defined through torch.library's Library rather than its custom_op: the
+# same schema, CUDA kernel and fake, without custom_op's per-call checks of its outputs (a
+# few microseconds of Python a call, in each of torch.compile's calls). Their autograd
+# kernels (``xgemm.torch``) are registered by hand rather than by register_autograd,
+# whose kernel builds a dataclass, walks the arguments and redispatches in Python on every
+# call, even in a compiled graph that records nothing (31 us a call under no_grad against
+# 17 below autograd, H200).
+LIBRARY = torch.library.Library("xgemm", "DEF")
+_SCHEMA = ("(Tensor a, Tensor b, Tensor? bias, str activation, str variant, str? precision, "
+           "str tiles) -> Tensor")
+
+
+def _fake(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None, activation: str,
+          variant: str, precision: str | None, tiles: str) -> torch.Tensor:
+    # xgemm.matmul returns a new contiguous tensor of a's dtype, of numpy.matmul's shape
+    return a.new_empty(matmul_shapes(tuple(a.shape), tuple(b.shape)).out)
+
+
+def _define(name: str, schema: str, kernel: Callable, fake: Callable) -> None:
+    LIBRARY.define(name + schema)
+    LIBRARY.impl(name, kernel, "CUDA")
+    torch.library.register_fake(f"xgemm::{name}", fake, lib=LIBRARY)
+
+
+_define("matmul", _SCHEMA, launch, _fake)
+
+#: The dispatch keys below autograd's, less ADInplaceOrView (which every tensor has).
+_BELOW_INPLACE = torch._C._dispatch_keyset_full_after(torch._C.DispatchKey.ADInplaceOrView)
+
+
+def cuda_is_next(keyset: torch._C.DispatchKeySet) -> bool:
+    """Whether the dispatcher, below autograd, would call the CUDA kernel next for a call
+    of these dispatch keys: no dispatch mode, tensor subclass, fake or functional tensor
+    comes before it.
+
+    >>> DK = torch._C.DispatchKey
+    >>> keys = torch._C.DispatchKeySet(DK.CUDA) | torch._C.DispatchKeySet(DK.AutogradCUDA)
+    >>> cuda_is_next(keys), cuda_is_next(keys | torch._C.DispatchKeySet(DK.Python))
+    (True, False)
+    """
+    return (keyset & _BELOW_INPLACE).highestPriorityTypeId() == torch._C.DispatchKey.CUDA
+
+
+def below_autograd(name: str, kernel: Callable) -> Callable:
+    """What the operator ``name`` runs below its autograd kernel, called from it with the
+    call's dispatch keys: ``kernel`` (its CUDA kernel) where the dispatcher would call it
+    next, saving a dispatch through Python; else the dispatcher's next kernel (a fake or
+    functional tensor while tracing, a dispatch mode, a subclass)."""
+    op = getattr(torch.ops.xgemm, name).default
+    after_autograd = torch._C._after_autograd_keyset
+
+    def below(keyset: torch._C.DispatchKeySet, *args: Any) -> torch.Tensor:
+        if cuda_is_next(keyset):
+            return kernel(*args)
+        with torch._C._AutoDispatchBelowAutograd():
+            return op.redispatch(keyset & after_autograd, *args)
+
+    return below
+
+
+#: ``matmul``'s kernels below its autograd (:func:`below_autograd`)
+matmul_below = below_autograd("matmul", launch)
+
+
+def _grouped_launch(a: torch.Tensor, b: torch.Tensor, offs: torch.Tensor, tiles: str
+                    ) -> torch.Tensor:
+    return grouped_product(a, b, offs, tiles_of(tiles))
+
+
+def _grouped_fake(a: torch.Tensor, b: torch.Tensor, offs: torch.Tensor, tiles: str
+                  ) -> torch.Tensor:
+    if b.dim() == 3:  # groups of A's rows: A's rows by N
+        return a.new_empty(a.shape[0], b.shape[-1])
+    return a.new_empty(offs.shape[0], a.shape[0], b.shape[1])  # along K: a matrix a group
+
+
+_define("grouped_mm", "(Tensor a, Tensor b, Tensor offs, str tiles) -> Tensor", _grouped_launch,
+        _grouped_fake)
+#: ``grouped_mm``'s kernels below its autograd (:func:`below_autograd`)
+grouped_below = below_autograd("grouped_mm", _grouped_launch)
