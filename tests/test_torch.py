@@ -138,6 +138,33 @@ def test_torch_func_grad(cpu_reference):
         assert torch.allclose(g, w)
 
 
+@pytest.mark.parametrize("transform", ["grad_of_grad", "vmap"])
+def test_torch_func_transforms_compose(cpu_reference, transform):
+    """torch.func's grad of a grad through xt.matmul with a fused gelu (its backward
+    records its own products) and vmap over it give what the same transforms of
+    torch.matmul do: not zeros, not an error."""
+    import torch.nn.functional as F
+
+    generator = torch.Generator().manual_seed(2)
+    a, b, bias = (torch.randn(*s, generator=generator, dtype=torch.float64)
+                  for s in ((3, 4), (4, 2), (2,)))
+
+    def ours(a):
+        return xt.matmul(a, b, bias=bias, activation="gelu")
+
+    def reference(a):
+        return F.gelu(a @ b + bias, approximate="tanh")
+
+    def apply(f):
+        if transform == "vmap":
+            return torch.func.vmap(f)(a)
+        inner = torch.func.grad(lambda x: f(x).sum())
+        return torch.func.grad(lambda x: inner(x).sum())(a)
+
+    got, want = apply(ours), apply(reference)
+    assert want.abs().sum() > 0 and torch.allclose(got, want)
+
+
 def test_torch_compile_traces_without_a_graph_break():
     """A block of linears through xgemm.torch and a call of xgemm.matmul, forward and
     backward, compile with fullgraph (meta tensors: the fake implementation)."""

@@ -27,7 +27,6 @@ from collections.abc import Callable
 import torch
 import torch.nn.functional as F
 from torch.autograd import forward_ad
-from torch.autograd.function import once_differentiable
 
 from . import api
 from .grouped import grouped_product
@@ -165,11 +164,15 @@ class _Transformable(torch.autograd.Function):
 
     forward = staticmethod(_direct)
     setup_context = staticmethod(_setup_context)
+    generate_vmap_rule = True  # vmap (and hessian, jacrev) run forward and backward batched
 
     @staticmethod
-    @once_differentiable  # the operator's autograd, which a second derivative would take,
-    def backward(ctx, grad: torch.Tensor) -> tuple:  # has no setup_context for them
-        return _backward_of(ctx, grad, _direct)
+    def backward(ctx, grad: torch.Tensor) -> tuple:
+        # a backward that records (torch.func's grad records each one, for a grad of a
+        # grad) makes its products with this Function again: the operator's autograd has
+        # no setup_context for the transforms
+        return _backward_of(ctx, grad, _Transformable.apply if torch.is_grad_enabled()
+                            else _direct)
 
 
 def _autograd(keyset: torch._C.DispatchKeySet, a: torch.Tensor, b: torch.Tensor,
