@@ -115,11 +115,16 @@ def _direct(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None, activat
     return torch.ops.xgemm.matmul(a, b, bias, activation, variant, precision, tiles)
 
 
+#: What xgemm's kernels take without the operator's dispatch: tensors and parameters (a
+#: Linear's bias reaches the product as its Parameter), no subclass of them.
+_PLAIN = (torch.Tensor, torch.nn.Parameter)
+
+
 def _plain(a: torch.Tensor, b: torch.Tensor, third: torch.Tensor | None) -> bool:
     """Whether xgemm's kernels may take the tensors without the operator's dispatch: plain
     CUDA tensors (the third one optional), and no dispatch mode that would see the call."""
-    return (type(a) is torch.Tensor and type(b) is torch.Tensor and a.is_cuda
-            and (third is None or type(third) is torch.Tensor)
+    return (type(a) in _PLAIN and type(b) in _PLAIN and a.is_cuda
+            and (third is None or type(third) in _PLAIN)
             and not torch._C._len_torch_dispatch_stack())
 
 
