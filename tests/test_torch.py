@@ -220,6 +220,24 @@ def test_dispatch_keys_that_reach_the_cuda_kernel_directly():
     assert not cuda_is_next(keys(dk.CPU) | keys(dk.ADInplaceOrView) | keys(dk.AutogradCPU))
 
 
+@pytest.mark.gpu
+def test_a_plain_cuda_call_reaches_the_kernel_directly():
+    """On a plain CUDA tensor with no mode, the dispatch keys a call of the operator
+    carries make its autograd kernel call the CUDA kernel itself (a compiled graph's calls
+    are these); under a dispatch mode they do not."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    from xgemm.torch_library import cuda_is_next
+
+    def keys(x):
+        return torch._C._dispatch_keys(x) | torch._C._dispatch_tls_local_include_set()
+
+    x = torch.randn(4, 4, device="cuda")
+    assert cuda_is_next(keys(x))
+    with TorchDispatchMode():
+        assert not cuda_is_next(keys(x))
+
+
 def test_export_takes_a_dynamic_batch(cpu_reference):
     """torch.export of xgemm Linears with the batch dimension declared dynamic: the
     operator's fake implementation bounds no dimension (torch.export refuses a bound
