@@ -221,21 +221,33 @@ def test_dispatch_keys_that_reach_the_cuda_kernel_directly():
 
 
 @pytest.mark.gpu
-def test_a_plain_cuda_call_reaches_the_kernel_directly():
-    """On a plain CUDA tensor with no mode, the dispatch keys a call of the operator
-    carries make its autograd kernel call the CUDA kernel itself (a compiled graph's calls
-    are these); under a dispatch mode they do not."""
+def test_a_plain_cuda_call_reaches_the_kernel_directly(monkeypatch):
+    """The dispatch keys the operator's autograd kernel gets for a call on plain CUDA
+    tensors with nothing to record (a compiled graph's calls) make it call the CUDA kernel
+    itself; under a dispatch mode they do not."""
     from torch.utils._python_dispatch import TorchDispatchMode
 
     from xgemm.torch_library import cuda_is_next
 
-    def keys(x):
-        return torch._C._dispatch_keys(x) | torch._C._dispatch_tls_local_include_set()
+    got = []
 
-    x = torch.randn(4, 4, device="cuda")
-    assert cuda_is_next(keys(x))
-    with TorchDispatchMode():
-        assert not cuda_is_next(keys(x))
+    def recording(keyset, *args):
+        got.append(cuda_is_next(keyset))
+        return below(keyset, *args)
+
+    below = xt.matmul_below
+    monkeypatch.setattr(xt, "matmul_below", recording)
+
+    class Passing(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            return func(*args, **(kwargs or {}))
+
+    a, b = (torch.randn(64, 64, device="cuda") for _ in range(2))
+    with torch.no_grad():
+        torch.ops.xgemm.matmul(a, b, None, "none", "auto", None, "")
+        with Passing():
+            torch.ops.xgemm.matmul(a, b, None, "none", "auto", None, "")
+    assert got == [True, False]
 
 
 def test_export_takes_a_dynamic_batch(cpu_reference):

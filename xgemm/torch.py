@@ -167,9 +167,12 @@ class _Transformable(torch.autograd.Function):
     ``vjp``), which refuse a Function without one; the operator's own autograd does not
     support them either."""
 
-    forward = staticmethod(_direct)
     setup_context = staticmethod(_setup_context)
     generate_vmap_rule = True  # vmap (and hessian, jacrev) run forward and backward batched
+
+    @staticmethod
+    def forward(a, b, bias, activation, variant, precision, tiles):
+        return _unwrapped_direct(a, b, bias, activation, variant, precision, tiles)
 
     @staticmethod
     def backward(ctx, grad: torch.Tensor) -> tuple:
@@ -177,7 +180,19 @@ class _Transformable(torch.autograd.Function):
         # grad) makes its products with this Function again: the operator's autograd has
         # no setup_context for the transforms
         return _backward_of(ctx, grad, _Transformable.apply if torch.is_grad_enabled()
-                            else _direct)
+                            else _unwrapped_direct)
+
+
+def _unwrapped_direct(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None,
+                      activation: str, variant: str, precision: str | None, tiles: str
+                      ) -> torch.Tensor:
+    """:func:`_direct` inside torch.func's transforms: a tensor vmap batches (a wrapper
+    with no storage of its own) goes to the operator, whose batching fallback takes the
+    products one by one; grad's tensors arrive unwrapped."""
+    if any(t is not None and torch._C._functorch.is_functorch_wrapped_tensor(t)
+           for t in (a, b, bias)):
+        return torch.ops.xgemm.matmul(a, b, bias, activation, variant, precision, tiles)
+    return _direct(a, b, bias, activation, variant, precision, tiles)
 
 
 def _autograd(keyset: torch._C.DispatchKeySet, a: torch.Tensor, b: torch.Tensor,
@@ -254,11 +269,11 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, bias: torch.Tensor | None = None
     # Inference on CUDA tensors with nothing to record, cast or trace (a decoder's decode
     # step, which the host bounds): the product alone, in as few frames as it takes; the
     # steps below would come to the same call
-    if not params and _plain(a, b, bias) \
+    # (torch.compile first: its tracing cannot read the dispatch mode stack that _plain does)
+    if not params and not torch.compiler.is_compiling() and _plain(a, b, bias) \
             and forward_ad._current_level < 0 and not torch.is_autocast_enabled("cuda") \
             and not (torch.is_grad_enabled() and (a.requires_grad or b.requires_grad or (
                 bias is not None and bias.requires_grad))) \
-            and not torch.compiler.is_compiling() \
             and not torch._C._are_functorch_transforms_active():
         return api.product(a, b, variant, None, bias=bias,
                            activation=None if name == "none" else name, precision=precision)
