@@ -172,7 +172,9 @@ class _Transformable(torch.autograd.Function):
 
     @staticmethod
     def forward(a, b, bias, activation, variant, precision, tiles):
-        return _unwrapped_direct(a, b, bias, activation, variant, precision, tiles)
+        # through the operator (its autograd records nothing here): vmap's batched
+        # tensors, wrappers with no storage of their own, reach its batching fallback
+        return torch.ops.xgemm.matmul(a, b, bias, activation, variant, precision, tiles)
 
     @staticmethod
     def backward(ctx, grad: torch.Tensor) -> tuple:
@@ -180,19 +182,7 @@ class _Transformable(torch.autograd.Function):
         # grad) makes its products with this Function again: the operator's autograd has
         # no setup_context for the transforms
         return _backward_of(ctx, grad, _Transformable.apply if torch.is_grad_enabled()
-                            else _unwrapped_direct)
-
-
-def _unwrapped_direct(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None,
-                      activation: str, variant: str, precision: str | None, tiles: str
-                      ) -> torch.Tensor:
-    """:func:`_direct` inside torch.func's transforms: a tensor vmap batches (a wrapper
-    with no storage of its own) goes to the operator, whose batching fallback takes the
-    products one by one; grad's tensors arrive unwrapped."""
-    if any(t is not None and torch._C._functorch.is_functorch_wrapped_tensor(t)
-           for t in (a, b, bias)):
-        return torch.ops.xgemm.matmul(a, b, bias, activation, variant, precision, tiles)
-    return _direct(a, b, bias, activation, variant, precision, tiles)
+                            else torch.ops.xgemm.matmul)
 
 
 def _autograd(keyset: torch._C.DispatchKeySet, a: torch.Tensor, b: torch.Tensor,
