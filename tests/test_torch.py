@@ -479,12 +479,13 @@ def test_reduce_overhead_training_steps_match_eager():
 
 
 @pytest.mark.parametrize("call", ["xgemm.torch.matmul", "xgemm.matmul", "out", "out, b dual",
-                                  "gemm", "xgemm.torch.grouped_mm", "xgemm.grouped_matmul"])
+                                  "gemm", "xgemm.torch.grouped_mm", "xgemm.grouped_matmul",
+                                  "torch.ops.xgemm.matmul", "torch.ops.xgemm.grouped_mm"])
 def test_forward_mode_ad_is_refused(cpu_reference, call):
     """A dual tensor's tangent is not dropped in silence: forward-mode AD is refused, by
     every entry point (xgemm.matmul and grouped_matmul route it to the operators; out=
-    and gemm refuse it before anything is checked: these are CPU tensors), whichever
-    operand is dual."""
+    and gemm refuse it before anything is checked: these are CPU tensors; the operators
+    called themselves, by their autograd kernels), whichever operand is dual."""
     from torch.autograd import forward_ad
 
     a, b = torch.randn(3, 4, dtype=torch.float64), torch.randn(4, 2, dtype=torch.float64)
@@ -498,11 +499,34 @@ def test_forward_mode_ad_is_refused(cpu_reference, call):
            "out, b dual": lambda x: xgemm.matmul(a.numpy()[:2], x.T, out=c[:2]),
            "gemm": lambda x: xgemm.gemm(x, b, c),
            "xgemm.torch.grouped_mm": lambda x: xt.grouped_mm(x, experts, ends),
-           "xgemm.grouped_matmul": lambda x: xgemm.grouped_matmul(x, experts, offs=ends)}[call]
+           "xgemm.grouped_matmul": lambda x: xgemm.grouped_matmul(x, experts, offs=ends),
+           "torch.ops.xgemm.matmul": lambda x: torch.ops.xgemm.matmul(
+               x, b, None, "none", "auto", None, ""),
+           "torch.ops.xgemm.grouped_mm": lambda x: torch.ops.xgemm.grouped_mm(
+               x, experts, ends, "")}[call]
     with forward_ad.dual_level():
         dual = forward_ad.make_dual(a, torch.randn_like(a))
         with pytest.raises(NotImplementedError, match="forward-mode"):
             run(dual)
+
+
+@pytest.mark.parametrize("call, transform", [("xgemm.torch.matmul", "jvp"),
+                                             ("torch.ops.xgemm.matmul", "jvp"),
+                                             ("torch.ops.xgemm.matmul", "grad")])
+def test_what_torch_func_cannot_differentiate_is_refused(cpu_reference, call, transform):
+    """torch.func.jvp (functorch's forward mode, not forward_ad's dual level) is refused
+    by both (the operator called itself gave a zero tangent), and torch.func.grad by the
+    operator called itself (xgemm.torch.matmul's gradient is test_torch_func_grad's)."""
+    a, b = torch.randn(3, 4, dtype=torch.float64), torch.randn(4, 2, dtype=torch.float64)
+    run = {"xgemm.torch.matmul": lambda x: xt.matmul(x, b),
+           "torch.ops.xgemm.matmul": lambda x: torch.ops.xgemm.matmul(
+               x, b, None, "none", "auto", None, "")}[call]
+    refusal = "forward-mode" if transform == "jvp" else "call xgemm.torch.matmul"
+    with pytest.raises(NotImplementedError, match=refusal):
+        if transform == "jvp":
+            torch.func.jvp(run, (a,), (torch.randn_like(a),))
+        else:
+            torch.func.grad(lambda x: run(x).sum())(a)
 
 
 @pytest.mark.parametrize("call", ["out", "out_dtype", "gemm"])

@@ -192,9 +192,17 @@ def _autograd(keyset: torch._C.DispatchKeySet, a: torch.Tensor, b: torch.Tensor,
     on traced tensors or under a mode, calls ``matmul`` again with nothing to record),
     else the kernels below autograd (``matmul_below``: the CUDA kernel itself on plain
     tensors, the dispatch a compiled graph's calls take; under torch.inference_mode the
-    dispatcher skips this and runs the CUDA kernel)."""
+    dispatcher skips this and runs the CUDA kernel). Refused, not wrong: a dual tensor of
+    forward-mode AD, and a gradient asked by torch.func (whose transforms cannot run a
+    Function from inside the dispatcher)."""
+    _refuse_tangents("torch.ops.xgemm.matmul", "torch.matmul", a, b, bias)
     if torch.is_grad_enabled() and (a.requires_grad or b.requires_grad or (
             bias is not None and bias.requires_grad)):
+        if torch._C._are_functorch_transforms_active():
+            raise NotImplementedError(
+                "torch.ops.xgemm.matmul called itself has no rule for torch.func's gradient "
+                "transforms (grad, vjp, jacrev): call xgemm.torch.matmul, whose products "
+                "they differentiate")
         return _Eager.apply(a, b, bias, activation, variant, precision, tiles)
     return matmul_below(keyset, a, b, bias, activation, variant, precision, tiles)
 
@@ -228,10 +236,17 @@ def _autocast(*tensors: torch.Tensor | None) -> tuple[torch.Tensor | None, ...]:
                  and t.element_size() > 1 else t for t in tensors)
 
 
-def _tangents(*tensors: torch.Tensor | None) -> bool:
-    """Whether one of the tensors is a dual tensor of forward-mode AD (with a tangent)."""
-    return any(t is not None and forward_ad.unpack_dual(t).tangent is not None
-               for t in tensors)
+def _refuse_tangents(entry: str, instead: str, *tensors: torch.Tensor | None) -> None:
+    """Raises where one of the tensors is a dual tensor of forward-mode AD (with a
+    tangent: inside ``forward_ad.dual_level()`` or ``torch.func.jvp``), whose tangent
+    xgemm's products would drop: ``entry`` has no forward-mode derivative."""
+    # a dual level is open only inside those: other calls read one int
+    if forward_ad._current_level >= 0 and any(
+            t is not None and forward_ad.unpack_dual(t).tangent is not None for t in tensors):
+        raise NotImplementedError(
+            f"{entry} has no forward-mode derivative (jvp), so a dual tensor's tangent would "
+            f"be dropped; use reverse mode (backward, torch.func.grad or vjp) or {instead} "
+            "for forward-mode AD")
 
 
 def _activation_name(activation: str | None) -> str:
@@ -268,12 +283,7 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, bias: torch.Tensor | None = None
         return api.product(a, b, variant, None, bias=bias,
                            activation=None if name == "none" else name, precision=precision)
     tiles = tiles_text(params)
-    # a dual level is open only inside forward_ad.dual_level(): other calls read one int
-    if forward_ad._current_level >= 0 and _tangents(a, b, bias):
-        raise NotImplementedError(
-            "xgemm.torch.matmul has no forward-mode derivative (jvp), so a dual tensor's "
-            "tangent would be dropped; use reverse mode (backward, torch.func.grad or vjp) "
-            "or torch.matmul for forward-mode AD")
+    _refuse_tangents("xgemm.torch.matmul", "torch.matmul", a, b, bias)
     a, b, bias = _autocast(a, b, bias)
     recording = torch.is_grad_enabled() and (a.requires_grad or b.requires_grad or (
         bias is not None and bias.requires_grad))
@@ -415,6 +425,7 @@ class _GroupedEager(torch.autograd.Function):
 def _grouped_autograd(keyset: torch._C.DispatchKeySet, a: torch.Tensor, b: torch.Tensor,
                       offs: torch.Tensor, tiles: str) -> torch.Tensor:
     """``grouped_mm``'s autograd kernel, as :func:`_autograd` is matmul's."""
+    _refuse_tangents("torch.ops.xgemm.grouped_mm", "F.grouped_mm", a, b)
     if torch.is_grad_enabled() and (a.requires_grad or b.requires_grad):
         return _GroupedEager.apply(a, b, offs, tiles)
     return grouped_below(keyset, a, b, offs, tiles)
@@ -440,11 +451,7 @@ def grouped_mm(a: torch.Tensor, b: torch.Tensor, offs: torch.Tensor, **params: i
         >>> w.grad.shape  # doctest: +SKIP
         torch.Size([8, 2048, 768])
     """
-    if forward_ad._current_level >= 0 and _tangents(a, b):
-        raise NotImplementedError(
-            "xgemm.torch.grouped_mm has no forward-mode derivative (jvp), so a dual tensor's "
-            "tangent would be dropped; use reverse mode (backward, torch.func.grad or vjp) "
-            "or F.grouped_mm for forward-mode AD")
+    _refuse_tangents("xgemm.torch.grouped_mm", "F.grouped_mm", a, b)
     a, b = _autocast(a, b)
     tiles = tiles_text(params)
     if torch.compiler.is_compiling() or torch._C._are_functorch_transforms_active():
