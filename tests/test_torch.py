@@ -512,16 +512,21 @@ def test_forward_mode_ad_is_refused(cpu_reference, call):
 
 @pytest.mark.parametrize("call, transform", [("xgemm.torch.matmul", "jvp"),
                                              ("torch.ops.xgemm.matmul", "jvp"),
-                                             ("torch.ops.xgemm.matmul", "grad")])
+                                             ("torch.ops.xgemm.matmul", "grad"),
+                                             ("xgemm.torch.grouped_mm", "grad")])
 def test_what_torch_func_cannot_differentiate_is_refused(cpu_reference, call, transform):
     """torch.func.jvp (functorch's forward mode, not forward_ad's dual level) is refused
     by both (the operator called itself gave a zero tangent), and torch.func.grad by the
-    operator called itself (xgemm.torch.matmul's gradient is test_torch_func_grad's)."""
+    operator called itself and by the grouped product, with an error that says what to
+    call instead (xgemm.torch.matmul's gradient is test_torch_func_grad's)."""
     a, b = torch.randn(3, 4, dtype=torch.float64), torch.randn(4, 2, dtype=torch.float64)
+    experts = torch.randn(2, 4, 2, dtype=torch.float64)  # two groups of a's rows
+    ends = torch.tensor([1, 3], dtype=torch.int32)
     run = {"xgemm.torch.matmul": lambda x: xt.matmul(x, b),
            "torch.ops.xgemm.matmul": lambda x: torch.ops.xgemm.matmul(
-               x, b, None, "none", "auto", None, "")}[call]
-    refusal = "forward-mode" if transform == "jvp" else "call xgemm.torch.matmul"
+               x, b, None, "none", "auto", None, ""),
+           "xgemm.torch.grouped_mm": lambda x: xt.grouped_mm(x, experts, ends)}[call]
+    refusal = "forward-mode" if transform == "jvp" else "torch.func's gradient transforms"
     with pytest.raises(NotImplementedError, match=refusal):
         if transform == "jvp":
             torch.func.jvp(run, (a,), (torch.randn_like(a),))

@@ -198,11 +198,8 @@ def _autograd(keyset: torch._C.DispatchKeySet, a: torch.Tensor, b: torch.Tensor,
     _refuse_tangents("torch.ops.xgemm.matmul", "torch.matmul", a, b, bias)
     if torch.is_grad_enabled() and (a.requires_grad or b.requires_grad or (
             bias is not None and bias.requires_grad)):
-        if torch._C._are_functorch_transforms_active():
-            raise NotImplementedError(
-                "torch.ops.xgemm.matmul called itself has no rule for torch.func's gradient "
-                "transforms (grad, vjp, jacrev): call xgemm.torch.matmul, whose products "
-                "they differentiate")
+        _refuse_transforms("torch.ops.xgemm.matmul called itself",
+                           "call xgemm.torch.matmul, whose products they differentiate")
         return _Eager.apply(a, b, bias, activation, variant, precision, tiles)
     return matmul_below(keyset, a, b, bias, activation, variant, precision, tiles)
 
@@ -247,6 +244,15 @@ def _refuse_tangents(entry: str, instead: str, *tensors: torch.Tensor | None) ->
             f"{entry} has no forward-mode derivative (jvp), so a dual tensor's tangent would "
             f"be dropped; use reverse mode (backward, torch.func.grad or vjp) or {instead} "
             "for forward-mode AD")
+
+
+def _refuse_transforms(entry: str, instead: str) -> None:
+    """Raises inside a torch.func transform, whose gradients (grad, vjp, jacrev) cannot
+    run an autograd Function from an operator's autograd kernel, below their layer."""
+    if torch._C._are_functorch_transforms_active():
+        raise NotImplementedError(
+            f"{entry} has no rule for torch.func's gradient transforms (grad, vjp, "
+            f"jacrev): {instead}")
 
 
 def _activation_name(activation: str | None) -> str:
@@ -427,6 +433,9 @@ def _grouped_autograd(keyset: torch._C.DispatchKeySet, a: torch.Tensor, b: torch
     """``grouped_mm``'s autograd kernel, as :func:`_autograd` is matmul's."""
     _refuse_tangents("torch.ops.xgemm.grouped_mm", "F.grouped_mm", a, b)
     if torch.is_grad_enabled() and (a.requires_grad or b.requires_grad):
+        _refuse_transforms("xgemm.torch.grouped_mm",
+                           "differentiate it with backward (torch.autograd), or use "
+                           "F.grouped_mm under torch.func")
         return _GroupedEager.apply(a, b, offs, tiles)
     return grouped_below(keyset, a, b, offs, tiles)
 

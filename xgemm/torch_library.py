@@ -89,7 +89,16 @@ def cuda_is_next(keyset: torch._C.DispatchKeySet) -> bool:
     >>> cuda_is_next(keys), cuda_is_next(keys | torch._C.DispatchKeySet(DK.Python))
     (True, False)
     """
-    return (keyset & _BELOW_INPLACE).highestPriorityTypeId() == torch._C.DispatchKey.CUDA
+    raw = keyset.raw_repr()  # the whole set as an int: one call where the test takes three
+    answer = _CUDA_NEXT.get(raw)
+    if answer is None:
+        answer = _CUDA_NEXT[raw] = (keyset & _BELOW_INPLACE).highestPriorityTypeId() \
+            == torch._C.DispatchKey.CUDA
+    return answer
+
+
+#: :func:`cuda_is_next`'s answers by the dispatch key set's bits (a few sets ever occur)
+_CUDA_NEXT: dict[int, bool] = {}
 
 
 def below_autograd(name: str, kernel: Callable) -> Callable:
