@@ -539,6 +539,31 @@ def grouped_cpu_reference():
     library._destroy()
 
 
+def test_grouped_forward_over_reverse_is_refused(grouped_cpu_reference, monkeypatch):
+    """A dual tensor's tangent in the gradient the grouped backward receives is refused,
+    not dropped by the grouped kernels it calls directly (simulated by products that keep
+    no tangent, as xgemm's CUDA kernels keep none)."""
+    torch = grouped_cpu_reference
+    from torch.autograd import forward_ad
+
+    import xgemm.torch as xt
+
+    def keeping_no_tangent(a, b, offs, tiles):
+        return torch.ops.xgemm.grouped_mm(forward_ad.unpack_dual(a).primal,
+                                          forward_ad.unpack_dual(b).primal, offs, tiles)
+
+    monkeypatch.setattr(xt, "_grouped_direct", keeping_no_tangent)
+    a = torch.randn(5, 4, dtype=torch.float64, requires_grad=True)
+    experts = torch.randn(2, 4, 3, dtype=torch.float64)
+    ends = torch.tensor([2, 5], dtype=torch.int32)
+    with forward_ad.dual_level():
+        weights = forward_ad.make_dual(torch.randn(5, 3, dtype=torch.float64),
+                                       torch.randn(5, 3, dtype=torch.float64))
+        loss = (xt.grouped_mm(a, experts, ends) * weights).sum()
+        with pytest.raises(NotImplementedError, match="forward-mode"):
+            torch.autograd.grad(loss, a)
+
+
 @pytest.mark.parametrize("ends", [[3, 3, 7, 12], [7, 3, 12, 14], [5, -2, 9, 20]],
                          ids=["sorted", "unsorted", "negative_and_past_t"])
 @pytest.mark.parametrize("along_k", [False, True], ids=["groups_of_rows", "groups_along_k"])

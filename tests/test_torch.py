@@ -510,6 +510,27 @@ def test_forward_mode_ad_is_refused(cpu_reference, call):
             run(dual)
 
 
+def test_forward_over_reverse_is_refused(cpu_reference, monkeypatch):
+    """A dual tensor's tangent in the gradient a backward receives (forward over reverse)
+    is refused, not dropped by the kernels the eager backward calls directly (simulated
+    by products that keep no tangent, as xgemm's CUDA kernels keep none)."""
+    from torch.autograd import forward_ad
+
+    def primal(t):
+        return None if t is None else forward_ad.unpack_dual(t).primal
+
+    monkeypatch.setattr(xt, "_direct", lambda a, b, bias, *rest: torch.ops.xgemm.matmul(
+        primal(a), primal(b), primal(bias), *rest))
+    a = torch.randn(3, 4, dtype=torch.float64, requires_grad=True)
+    b = torch.randn(4, 2, dtype=torch.float64)
+    with forward_ad.dual_level():
+        weights = forward_ad.make_dual(torch.randn(3, 2, dtype=torch.float64),
+                                       torch.randn(3, 2, dtype=torch.float64))
+        loss = (xt.matmul(a, b) * weights).sum()
+        with pytest.raises(NotImplementedError, match="forward-mode"):
+            torch.autograd.grad(loss, a)
+
+
 @pytest.mark.parametrize("call, transform", [("xgemm.torch.matmul", "jvp"),
                                              ("torch.ops.xgemm.matmul", "jvp"),
                                              ("torch.ops.xgemm.matmul", "grad"),

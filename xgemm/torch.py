@@ -135,6 +135,9 @@ def _backward_of(ctx, grad: torch.Tensor, product: Callable) -> tuple:
 
 
 def _eager_backward(ctx, grad: torch.Tensor) -> tuple:
+    # forward over reverse (a dual tensor's tangent in the incoming gradient): refused here
+    # as the operator refuses it, before the kernels below, which would drop it
+    _refuse_tangents("xgemm.torch.matmul", "torch.matmul", grad)
     # a backward that records (create_graph, for a second derivative) takes the operator,
     # whose own autograd records its products; one that does not, the kernels directly
     return _backward_of(ctx, grad, torch.ops.xgemm.matmul if torch.is_grad_enabled()
@@ -423,6 +426,7 @@ class _GroupedEager(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad):
+        _refuse_tangents("xgemm.torch.grouped_mm", "F.grouped_mm", grad)
         a, b, offs = ctx.saved_tensors
         product = torch.ops.xgemm.grouped_mm if torch.is_grad_enabled() else _grouped_direct
         return _grouped_gradients(product, a, b, offs, ctx.needs_input_grad, grad)
