@@ -140,11 +140,7 @@ def figures(results: Results, readme_dir: str | os.PathLike[str] = REPO) -> str:
 
 _HOST = {"xgemm_cupy_us": "xgemm (CuPy in)", "cupy.matmul_us": "cupy.matmul",
          "xgemm_torch_us": "xgemm (PyTorch in)", "torch.matmul_us": "torch.matmul",
-         "xgemm_op_us": "torch.ops.xgemm.matmul",
-         # a twin of the operator with no autograd kernel, which 77de87a's compiled graphs
-         # called (its call_cost.json measured it); one operator since
-         "xgemm_product_us": "torch.ops.xgemm.product (compiled graphs)",
-         "xgemm_grad_us": "xgemm.torch, recording"}
+         "xgemm_op_us": "torch.ops.xgemm.matmul", "xgemm_grad_us": "xgemm.torch, recording"}
 _QUEUED = {"variant": "auto runs", "kernel_ms": "kernel ms", "xgemm_ms": "xgemm ms",
            "cupy_ms": "cupy.matmul ms", "torch_ms": "torch.matmul ms",
            "x_cupy": "x cupy.matmul"}
