@@ -6,6 +6,8 @@ register (torch.matmul); the GPU tests run xgemm's own kernels."""
 from __future__ import annotations
 
 import copy
+import re
+import shutil
 import subprocess
 import sys
 
@@ -184,6 +186,34 @@ def test_torch_compile_traces_without_a_graph_break():
     loss.backward()
     assert x.grad.shape == x.shape and w.grad.shape == w.shape
     assert model[0].weight.grad.shape == model[0].weight.shape
+
+
+@pytest.mark.skipif(not (shutil.which("g++") or shutil.which("c++")),
+                    reason="inductor's CPU code needs a C++ compiler, and this machine has none")
+def test_inductor_passes_views_of_its_buffers_not_copies(cpu_reference):
+    """Under torch.compile's inductor, an operand that is a view of a buffer the graph
+    made (a gradient's transpose, read by a weight's gradient) reaches the operator as
+    that view, as ``torch.mm``'s do: the cast that makes it is written once. (With
+    inductor's default for custom operators, a second buffer in eager's strides was
+    written for the transpose: a kernel more a linear's backward.)"""
+    from torch._inductor import config
+    from torch._inductor.utils import run_and_get_code
+
+    torch._dynamo.reset()
+
+    def step(grad, w, x):
+        g = (grad * 2).to(torch.bfloat16).view(-1, 64)  # a buffer the graph makes
+        return (torch.ops.xgemm.matmul(g, w, None, "none", "auto", None, ""),
+                torch.ops.xgemm.matmul(g.t(), x, None, "none", "auto", None, ""))
+
+    grad = torch.randn(2, 16, 64)
+    w, x = torch.randn(64, 32, dtype=torch.bfloat16), torch.randn(32, 48, dtype=torch.bfloat16)
+    with config.patch(force_disable_caches=True):  # lowered here, not recalled from a cache
+        got, (code,) = run_and_get_code(torch.compile(step, fullgraph=True), grad, w, x)
+    g = (grad * 2).to(torch.bfloat16).view(-1, 64)
+    assert torch.equal(got[0], g @ w) and torch.equal(got[1], g.t() @ x)
+    buffers = re.findall(r"^\s+buf\d+ = empty_strided_cpu\(", code, re.M)
+    assert len(buffers) == 1, code  # the cast's buffer alone (the products make their own)
 
 
 def test_a_decomposed_exported_program_keeps_the_gradients(cpu_reference):

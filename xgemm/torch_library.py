@@ -67,13 +67,19 @@ def _fake(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None, activatio
     return a.new_empty(matmul_shapes(tuple(a.shape), tuple(b.shape)).out)
 
 
-def _define(name: str, schema: str, kernel: Callable, fake: Callable) -> None:
-    LIBRARY.define(name + schema)
+def _define(name: str, schema: str, kernel: Callable, fake: Callable,
+            tags: tuple[torch.Tag, ...] = ()) -> None:
+    LIBRARY.define(name + schema, tags=tags)
     LIBRARY.impl(name, kernel, "CUDA")
     torch.library.register_fake(f"xgemm::{name}", fake, lib=LIBRARY)
 
 
-_define("matmul", _SCHEMA, launch, _fake)
+# flexible_layout: inductor passes an operand as a view of the buffer it made (a gradient's
+# transpose for a weight's gradient), not a copy in eager's strides, which its default for
+# custom operators makes (a kernel a linear's backward, read and written again); xgemm
+# reads a strided operand in place, and copies one no unit stride walks. Not for the
+# grouped operator, whose kernels read some operands in one layout only.
+_define("matmul", _SCHEMA, launch, _fake, tags=(torch.Tag.flexible_layout,))
 
 #: The dispatch keys below autograd's, less ADInplaceOrView (which every tensor has).
 _BELOW_INPLACE = torch._C._dispatch_keyset_full_after(torch._C.DispatchKey.ADInplaceOrView)
