@@ -77,7 +77,8 @@ def cpu_reference():
                     "gelu": F.gelu(z, approximate="tanh")}[activation].contiguous()
 
     library = torch.library.Library("xgemm", "IMPL")
-    library.impl("matmul", reference, "CPU")
+    for overload in ("matmul", "matmul.named"):  # auto's and tune's, a named variant's
+        library.impl(overload, reference, "CPU")
     yield
     library._destroy()
 
@@ -214,6 +215,43 @@ def test_inductor_passes_views_of_its_buffers_not_copies(cpu_reference):
     assert torch.equal(got[0], g @ w) and torch.equal(got[1], g.t() @ x)
     buffers = re.findall(r"^\s+buf\d+ = empty_strided_cpu\(", code, re.M)
     assert len(buffers) == 1, code  # the cast's buffer alone (the products make their own)
+
+
+@pytest.mark.skipif(not (shutil.which("g++") or shutil.which("c++")),
+                    reason="inductor's CPU code needs a C++ compiler, and this machine has none")
+@pytest.mark.parametrize("variant", ["auto", "mma_tf32"])
+def test_inductor_keeps_eagers_strides_for_a_named_variant(variant):
+    """A named variant may read one layout only (mma_tf32: A row-major): inductor hands
+    its products their operands in eager's strides, where it lays auto's out as it likes
+    (here A column-major, the explicit contiguous() dropped). The kernel's strides, eager
+    against compiled."""
+    import torch.nn.functional as F
+    from torch._inductor import config
+
+    seen = []
+
+    def reference(a, b, bias, activation, variant, precision, tiles):
+        seen.append((a.stride(), b.stride()))
+        with torch.no_grad():
+            return (a @ b + (0 if bias is None else bias)).contiguous()
+
+    library = torch.library.Library("xgemm", "IMPL")
+    for overload in ("matmul", "matmul.named"):
+        library.impl(overload, reference, "CPU")
+    try:
+        def step(x_t, w):
+            return F.relu(xt.linear((x_t.t() * 2).contiguous(), w, variant=variant))
+
+        x_t, w = torch.randn(16, 6), torch.randn(8, 16)
+        step(x_t, w)
+        torch._dynamo.reset()
+        with config.patch(force_disable_caches=True):
+            torch.compile(step, fullgraph=True)(x_t, w)
+    finally:
+        library._destroy()
+    eager, compiled = seen
+    assert eager[0] == (16, 1)
+    assert (compiled == eager) == (variant != "auto"), (eager, compiled)
 
 
 def test_a_decomposed_exported_program_keeps_the_gradients(cpu_reference):

@@ -31,7 +31,15 @@ from torch.autograd import forward_ad
 from . import api
 from .grouped import grouped_product
 from .specs import ACTIVATIONS
-from .torch_library import LIBRARY, grouped_below, launch, matmul_below, tiles_of, tiles_text
+from .torch_library import (
+    LIBRARY,
+    grouped_below,
+    launch,
+    matmul_below,
+    operator_product,
+    tiles_of,
+    tiles_text,
+)
 
 __all__ = ["Linear", "grouped_mm", "linear", "matmul", "swap_linears"]
 
@@ -112,7 +120,7 @@ def _direct(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None, activat
     then sees the operator)."""
     if _plain(a, b, bias):
         return launch(a, b, bias, activation, variant, precision, tiles)
-    return torch.ops.xgemm.matmul(a, b, bias, activation, variant, precision, tiles)
+    return operator_product(a, b, bias, activation, variant, precision, tiles)
 
 
 #: What xgemm's kernels take without the operator's dispatch: tensors and parameters (a
@@ -140,7 +148,7 @@ def _eager_backward(ctx, grad: torch.Tensor) -> tuple:
     _refuse_tangents("xgemm.torch.matmul", "torch.matmul", grad)
     # a backward that records (create_graph, for a second derivative) takes the operator,
     # whose own autograd records its products; one that does not, the kernels directly
-    return _backward_of(ctx, grad, torch.ops.xgemm.matmul if torch.is_grad_enabled()
+    return _backward_of(ctx, grad, operator_product if torch.is_grad_enabled()
                         else _direct)
 
 
@@ -177,7 +185,7 @@ class _Transformable(torch.autograd.Function):
     def forward(a, b, bias, activation, variant, precision, tiles):
         # through the operator (its autograd records nothing here): vmap's batched
         # tensors, wrappers with no storage of their own, reach its batching fallback
-        return torch.ops.xgemm.matmul(a, b, bias, activation, variant, precision, tiles)
+        return operator_product(a, b, bias, activation, variant, precision, tiles)
 
     @staticmethod
     def backward(ctx, grad: torch.Tensor) -> tuple:
@@ -185,7 +193,7 @@ class _Transformable(torch.autograd.Function):
         # grad) makes its products with this Function again: the operator's autograd has
         # no setup_context for the transforms
         return _backward_of(ctx, grad, _Transformable.apply if torch.is_grad_enabled()
-                            else torch.ops.xgemm.matmul)
+                            else operator_product)
 
 
 def _autograd(keyset: torch._C.DispatchKeySet, a: torch.Tensor, b: torch.Tensor,
@@ -208,6 +216,7 @@ def _autograd(keyset: torch._C.DispatchKeySet, a: torch.Tensor, b: torch.Tensor,
 
 
 LIBRARY.impl("matmul", _autograd, "Autograd", with_keyset=True)
+LIBRARY.impl("matmul.named", _autograd, "Autograd", with_keyset=True)
 
 
 def _product(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None, activation: str,
@@ -216,7 +225,7 @@ def _product(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None, activa
     directly (:class:`_Eager`; :class:`_Transformable` inside a torch.func transform), or
     where autograd records nothing (``recording`` false: inference), the product alone."""
     if torch.compiler.is_compiling():
-        return torch.ops.xgemm.matmul(a, b, bias, activation, variant, precision, tiles)
+        return operator_product(a, b, bias, activation, variant, precision, tiles)
     if torch._C._are_functorch_transforms_active():
         return _Transformable.apply(a, b, bias, activation, variant, precision, tiles)
     if recording:

@@ -19,10 +19,11 @@ import torch
 
 from . import api
 from .checks import matmul_shapes
+from .checks.arguments import AUTO, TUNE
 from .grouped import grouped_product
 
 __all__ = ["LIBRARY", "below_autograd", "cuda_is_next", "grouped_below", "launch", "matmul_below",
-           "tiles_of", "tiles_text"]
+           "matmul_operator", "operator_product", "tiles_of", "tiles_text"]
 
 
 def tiles_text(params: dict[str, int]) -> str:
@@ -76,10 +77,36 @@ def _define(name: str, schema: str, kernel: Callable, fake: Callable,
 
 # flexible_layout: inductor passes an operand as a view of the buffer it made (a gradient's
 # transpose for a weight's gradient), not a copy in eager's strides, which its default for
-# custom operators makes (a kernel a linear's backward, read and written again); xgemm
-# reads a strided operand in place, and copies one no unit stride walks. Not for the
+# custom operators makes (a kernel a linear's backward, read and written again). auto and
+# tune read every layout; a named variant may read one layout only, so its products take
+# the overload ``named``, which inductor gives eager's strides (its default). Not for the
 # grouped operator, whose kernels read some operands in one layout only.
 _define("matmul", _SCHEMA, launch, _fake, tags=(torch.Tag.flexible_layout,))
+_define("matmul.named", _SCHEMA, launch, _fake)
+#: the variants whose products take ``matmul``'s flexible overload: they read any layout
+_ANY_LAYOUT = (AUTO, TUNE)
+
+
+def matmul_operator(variant: str) -> torch._ops.OpOverload:
+    """The overload of ``xgemm::matmul`` a product of ``variant`` takes: ``default``
+    (inductor lays its operands out as it likes) for auto and tune, which read every
+    layout; ``named`` (eager's strides) for a variant named in the call.
+
+    >>> matmul_operator("auto") is torch.ops.xgemm.matmul.default
+    True
+    """
+    return _FLEXIBLE if variant in _ANY_LAYOUT else _NAMED
+
+
+def operator_product(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None,
+                     activation: str, variant: str, precision: str | None,
+                     tiles: str) -> torch.Tensor:
+    """The product through ``xgemm::matmul``'s overload for ``variant``
+    (:func:`matmul_operator`), as ``torch.ops.xgemm.matmul`` is called."""
+    return matmul_operator(variant)(a, b, bias, activation, variant, precision, tiles)
+
+
+_FLEXIBLE, _NAMED = torch.ops.xgemm.matmul.default, torch.ops.xgemm.matmul.named
 
 #: The dispatch keys below autograd's, less ADInplaceOrView (which every tensor has).
 _BELOW_INPLACE = torch._C._dispatch_keyset_full_after(torch._C.DispatchKey.ADInplaceOrView)
@@ -107,12 +134,11 @@ def cuda_is_next(keyset: torch._C.DispatchKeySet) -> bool:
 _CUDA_NEXT: dict[int, bool] = {}
 
 
-def below_autograd(name: str, kernel: Callable) -> Callable:
-    """What the operator ``name`` runs below its autograd kernel, called from it with the
+def below_autograd(op: torch._ops.OpOverload, kernel: Callable) -> Callable:
+    """What the operator ``op`` runs below its autograd kernel, called from it with the
     call's dispatch keys: ``kernel`` (its CUDA kernel) where the dispatcher would call it
     next, saving a dispatch through Python; else the dispatcher's next kernel (a fake or
     functional tensor while tracing, a dispatch mode, a subclass)."""
-    op = getattr(torch.ops.xgemm, name).default
     after_autograd = torch._C._after_autograd_keyset
 
     def below(keyset: torch._C.DispatchKeySet, *args: Any) -> torch.Tensor:
@@ -124,8 +150,15 @@ def below_autograd(name: str, kernel: Callable) -> Callable:
     return below
 
 
-#: ``matmul``'s kernels below its autograd (:func:`below_autograd`)
-matmul_below = below_autograd("matmul", launch)
+_FLEXIBLE_BELOW, _NAMED_BELOW = below_autograd(_FLEXIBLE, launch), below_autograd(_NAMED, launch)
+
+
+def matmul_below(keyset: torch._C.DispatchKeySet, a: torch.Tensor, b: torch.Tensor,
+                 bias: torch.Tensor | None, activation: str, variant: str,
+                 precision: str | None, tiles: str) -> torch.Tensor:
+    """``matmul``'s kernels below its autograd (:func:`below_autograd`), either overload."""
+    return (_FLEXIBLE_BELOW if variant in _ANY_LAYOUT else _NAMED_BELOW)(
+        keyset, a, b, bias, activation, variant, precision, tiles)
 
 
 def _grouped_launch(a: torch.Tensor, b: torch.Tensor, offs: torch.Tensor, tiles: str
@@ -143,4 +176,4 @@ def _grouped_fake(a: torch.Tensor, b: torch.Tensor, offs: torch.Tensor, tiles: s
 _define("grouped_mm", "(Tensor a, Tensor b, Tensor offs, str tiles) -> Tensor", _grouped_launch,
         _grouped_fake)
 #: ``grouped_mm``'s kernels below its autograd (:func:`below_autograd`)
-grouped_below = below_autograd("grouped_mm", _grouped_launch)
+grouped_below = below_autograd(torch.ops.xgemm.grouped_mm.default, _grouped_launch)
