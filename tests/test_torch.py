@@ -77,7 +77,7 @@ def cpu_reference():
                     "gelu": F.gelu(z, approximate="tanh")}[activation].contiguous()
 
     library = torch.library.Library("xgemm", "IMPL")
-    for overload in ("matmul", "matmul.named"):  # auto's and tune's, a named variant's
+    for overload in ("matmul", "matmul.exact"):  # its two overloads
         library.impl(overload, reference, "CPU")
     yield
     library._destroy()
@@ -219,39 +219,66 @@ def test_inductor_passes_views_of_its_buffers_not_copies(cpu_reference):
 
 @pytest.mark.skipif(not (shutil.which("g++") or shutil.which("c++")),
                     reason="inductor's CPU code needs a C++ compiler, and this machine has none")
-@pytest.mark.parametrize("variant", ["auto", "mma_tf32"])
-def test_inductor_keeps_eagers_strides_for_a_named_variant(variant):
-    """A named variant may read one layout only (mma_tf32: A row-major): inductor hands
-    its products their operands in eager's strides, where it lays auto's out as it likes
-    (here A column-major, the explicit contiguous() dropped). The kernel's strides, eager
-    against compiled."""
-    import torch.nn.functional as F
+@pytest.mark.parametrize("case", ["auto, a matrix", "named, a matrix", "auto, a batch"])
+def test_inductor_keeps_eagers_strides_where_its_own_might_not_be_read(case):
+    """The layouts inductor hands the operator, against eager's: its own for auto's
+    matrices (here A column-major: the explicit contiguous() dropped), eager's for a
+    variant named in the call (mma_tf32 reads A row-major only) and for a batch (an
+    attention's heads transposed and made contiguous, which inductor would pass as a view
+    no single stride walks, for xgemm to copy each call)."""
     from torch._inductor import config
 
     seen = []
 
     def reference(a, b, bias, activation, variant, precision, tiles):
-        seen.append((a.stride(), b.stride()))
+        seen.append(a.stride())
         with torch.no_grad():
-            return (a @ b + (0 if bias is None else bias)).contiguous()
+            return (a @ b).contiguous()
 
     library = torch.library.Library("xgemm", "IMPL")
-    for overload in ("matmul", "matmul.named"):
+    for overload in ("matmul", "matmul.exact"):
         library.impl(overload, reference, "CPU")
+    variant = "mma_tf32" if case.startswith("named") else "auto"
     try:
-        def step(x_t, w):
-            return F.relu(xt.linear((x_t.t() * 2).contiguous(), w, variant=variant))
+        def step(x, w):
+            if case.endswith("batch"):  # (B, T, H, D) heads to (B, H, T, D)
+                heads = (x * 2).view(2, 4, 3, 5).transpose(1, 2).contiguous()
+                return xt.matmul(heads, w, variant=variant)
+            return xt.matmul((x.t() * 2).contiguous(), w, variant=variant)
 
-        x_t, w = torch.randn(16, 6), torch.randn(8, 16)
-        step(x_t, w)
+        x = torch.randn(8, 15) if case.endswith("batch") else torch.randn(16, 6)
+        w = torch.randn(5, 4) if case.endswith("batch") else torch.randn(16, 8)
+        step(x, w)
         torch._dynamo.reset()
         with config.patch(force_disable_caches=True):
-            torch.compile(step, fullgraph=True)(x_t, w)
+            torch.compile(step, fullgraph=True)(x, w)
     finally:
         library._destroy()
     eager, compiled = seen
-    assert eager[0] == (16, 1)
-    assert (compiled == eager) == (variant != "auto"), (eager, compiled)
+    assert (compiled == eager) == (case != "auto, a matrix"), (eager, compiled)
+
+
+@pytest.mark.parametrize("case", ["auto, a matrix", "named, a matrix", "auto, a batch"])
+def test_compiled_gradients_through_either_overload(cpu_reference, case):
+    """A compiled graph's products through either overload (auto's matrices: ``default``;
+    a named variant's, a batch: ``exact``) record their gradients: torch.matmul's."""
+    variant = "mma_tf32" if case.startswith("named") else "auto"
+    generator = torch.Generator().manual_seed(3)
+    a = torch.randn(*((2, 5, 3) if case.endswith("batch") else (5, 3)), generator=generator,
+                    dtype=torch.float64, requires_grad=True)
+    w = torch.randn(4, 3, generator=generator, dtype=torch.float64, requires_grad=True)
+
+    def loss(product, a, w):
+        return product(a, w).square().sum()
+
+    torch._dynamo.reset()
+    compiled = torch.compile(lambda a, w: loss(
+        lambda a, w: xt.linear(a, w, variant=variant), a, w), fullgraph=True,
+        backend="aot_eager")
+    got = torch.autograd.grad(compiled(a, w), (a, w))
+    want = torch.autograd.grad(loss(lambda a, w: a @ w.T, a, w), (a, w))
+    for g, r in zip(got, want, strict=True):
+        assert torch.allclose(g, r)
 
 
 def test_a_decomposed_exported_program_keeps_the_gradients(cpu_reference):

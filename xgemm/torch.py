@@ -216,7 +216,7 @@ def _autograd(keyset: torch._C.DispatchKeySet, a: torch.Tensor, b: torch.Tensor,
 
 
 LIBRARY.impl("matmul", _autograd, "Autograd", with_keyset=True)
-LIBRARY.impl("matmul.named", _autograd, "Autograd", with_keyset=True)
+LIBRARY.impl("matmul.exact", _autograd, "Autograd", with_keyset=True)
 
 
 def _product(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None, activation: str,

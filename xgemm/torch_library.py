@@ -77,36 +77,42 @@ def _define(name: str, schema: str, kernel: Callable, fake: Callable,
 
 # flexible_layout: inductor passes an operand as a view of the buffer it made (a gradient's
 # transpose for a weight's gradient), not a copy in eager's strides, which its default for
-# custom operators makes (a kernel a linear's backward, read and written again). auto and
-# tune read every layout; a named variant may read one layout only, so its products take
-# the overload ``named``, which inductor gives eager's strides (its default). Not for the
-# grouped operator, whose kernels read some operands in one layout only.
+# custom operators makes (a kernel a linear's backward, read and written again). Only
+# where every layout inductor may pass is read in place: auto's and tune's products of
+# matrices (a batch's view, as attention's transposed heads, may be one no single stride
+# walks, which xgemm would copy each call). The rest take the overload ``exact``, which
+# inductor gives eager's strides (its default): batches, and a variant named in the call,
+# which may read one layout only. Not for the grouped operator, whose kernels read some
+# operands in one layout only.
 _define("matmul", _SCHEMA, launch, _fake, tags=(torch.Tag.flexible_layout,))
-_define("matmul.named", _SCHEMA, launch, _fake)
-#: the variants whose products take ``matmul``'s flexible overload: they read any layout
+_define("matmul.exact", _SCHEMA, launch, _fake)
+#: the variants whose products of matrices take the flexible overload: they read any layout
 _ANY_LAYOUT = (AUTO, TUNE)
 
 
-def matmul_operator(variant: str) -> torch._ops.OpOverload:
-    """The overload of ``xgemm::matmul`` a product of ``variant`` takes: ``default``
-    (inductor lays its operands out as it likes) for auto and tune, which read every
-    layout; ``named`` (eager's strides) for a variant named in the call.
+def matmul_operator(variant: str, a: torch.Tensor, b: torch.Tensor) -> torch._ops.OpOverload:
+    """The overload of ``xgemm::matmul`` a product takes: ``default`` (inductor lays its
+    operands out as it likes) for auto's and tune's products of matrices, whose layouts
+    they all read; else ``exact`` (eager's strides).
 
-    >>> matmul_operator("auto") is torch.ops.xgemm.matmul.default
+    >>> m = torch.empty(4, 4, device="meta")
+    >>> matmul_operator("auto", m, m) is torch.ops.xgemm.matmul.default
     True
     """
-    return _FLEXIBLE if variant in _ANY_LAYOUT else _NAMED
+    if variant in _ANY_LAYOUT and a.dim() <= 2 and b.dim() <= 2:
+        return _FLEXIBLE
+    return _EXACT
 
 
 def operator_product(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None,
                      activation: str, variant: str, precision: str | None,
                      tiles: str) -> torch.Tensor:
-    """The product through ``xgemm::matmul``'s overload for ``variant``
-    (:func:`matmul_operator`), as ``torch.ops.xgemm.matmul`` is called."""
-    return matmul_operator(variant)(a, b, bias, activation, variant, precision, tiles)
+    """The product through ``xgemm::matmul``'s overload for it (:func:`matmul_operator`),
+    as ``torch.ops.xgemm.matmul`` is called."""
+    return matmul_operator(variant, a, b)(a, b, bias, activation, variant, precision, tiles)
 
 
-_FLEXIBLE, _NAMED = torch.ops.xgemm.matmul.default, torch.ops.xgemm.matmul.named
+_FLEXIBLE, _EXACT = torch.ops.xgemm.matmul.default, torch.ops.xgemm.matmul.exact
 
 #: The dispatch keys below autograd's, less ADInplaceOrView (which every tensor has).
 _BELOW_INPLACE = torch._C._dispatch_keyset_full_after(torch._C.DispatchKey.ADInplaceOrView)
@@ -150,15 +156,16 @@ def below_autograd(op: torch._ops.OpOverload, kernel: Callable) -> Callable:
     return below
 
 
-_FLEXIBLE_BELOW, _NAMED_BELOW = below_autograd(_FLEXIBLE, launch), below_autograd(_NAMED, launch)
+_BELOW = {_FLEXIBLE: below_autograd(_FLEXIBLE, launch), _EXACT: below_autograd(_EXACT, launch)}
 
 
 def matmul_below(keyset: torch._C.DispatchKeySet, a: torch.Tensor, b: torch.Tensor,
                  bias: torch.Tensor | None, activation: str, variant: str,
                  precision: str | None, tiles: str) -> torch.Tensor:
-    """``matmul``'s kernels below its autograd (:func:`below_autograd`), either overload."""
-    return (_FLEXIBLE_BELOW if variant in _ANY_LAYOUT else _NAMED_BELOW)(
-        keyset, a, b, bias, activation, variant, precision, tiles)
+    """``matmul``'s kernels below its autograd (:func:`below_autograd`), through the
+    product's overload (:func:`matmul_operator`) where the dispatcher goes on."""
+    return _BELOW[matmul_operator(variant, a, b)](keyset, a, b, bias, activation, variant,
+                                                  precision, tiles)
 
 
 def _grouped_launch(a: torch.Tensor, b: torch.Tensor, offs: torch.Tensor, tiles: str
