@@ -219,13 +219,15 @@ def test_inductor_passes_views_of_its_buffers_not_copies(cpu_reference):
 
 @pytest.mark.skipif(not (shutil.which("g++") or shutil.which("c++")),
                     reason="inductor's CPU code needs a C++ compiler, and this machine has none")
-@pytest.mark.parametrize("case", ["auto, a matrix", "named, a matrix", "auto, a batch"])
+@pytest.mark.parametrize("case", ["auto, a matrix", "named, a matrix", "auto, a batch",
+                                  "auto, a stack times a matrix"])
 def test_inductor_keeps_eagers_strides_where_its_own_might_not_be_read(case):
     """The layouts inductor hands the operator, against eager's: its own for auto's
     matrices (here A column-major: the explicit contiguous() dropped), eager's for a
-    variant named in the call (mma_tf32 reads A row-major only) and for a batch (an
-    attention's heads transposed and made contiguous, which inductor would pass as a view
-    no single stride walks, for xgemm to copy each call)."""
+    variant named in the call (mma_tf32 reads A row-major only) and for a batch of
+    products (an attention's heads transposed and made contiguous, which inductor would
+    pass as a view no single stride walks, for xgemm to copy each call). A stack of
+    matrices times one matrix (a linear's activations) reaches it as one matrix of rows."""
     from torch._inductor import config
 
     seen = []
@@ -241,13 +243,15 @@ def test_inductor_keeps_eagers_strides_where_its_own_might_not_be_read(case):
     variant = "mma_tf32" if case.startswith("named") else "auto"
     try:
         def step(x, w):
-            if case.endswith("batch"):  # (B, T, H, D) heads to (B, H, T, D)
+            if x.shape[1] == 15:  # (B, T, H, D) heads to (B, H, T, D)
                 heads = (x * 2).view(2, 4, 3, 5).transpose(1, 2).contiguous()
                 return xt.matmul(heads, w, variant=variant)
             return xt.matmul((x.t() * 2).contiguous(), w, variant=variant)
 
-        x = torch.randn(8, 15) if case.endswith("batch") else torch.randn(16, 6)
-        w = torch.randn(5, 4) if case.endswith("batch") else torch.randn(16, 8)
+        x_shape, w_shape = {"auto, a batch": ((8, 15), (2, 3, 5, 4)),
+                            "auto, a stack times a matrix": ((8, 15), (5, 4))}.get(
+                                case, ((16, 6), (16, 8)))
+        x, w = torch.randn(x_shape), torch.randn(w_shape)
         step(x, w)
         torch._dynamo.reset()
         with config.patch(force_disable_caches=True):
@@ -255,28 +259,35 @@ def test_inductor_keeps_eagers_strides_where_its_own_might_not_be_read(case):
     finally:
         library._destroy()
     eager, compiled = seen
-    assert (compiled == eager) == (case != "auto, a matrix"), (eager, compiled)
+    if case == "auto, a stack times a matrix":
+        assert (len(eager), len(compiled)) == (4, 2), (eager, compiled)
+    else:
+        assert (compiled == eager) == (case != "auto, a matrix"), (eager, compiled)
 
 
-@pytest.mark.parametrize("case", ["auto, a matrix", "named, a matrix", "auto, a batch"])
+@pytest.mark.parametrize("case", ["auto, a matrix", "named, a matrix", "auto, a batch",
+                                  "auto, a stack times a matrix"])
 def test_compiled_gradients_through_either_overload(cpu_reference, case):
-    """A compiled graph's products through either overload (auto's matrices: ``default``;
-    a named variant's, a batch: ``exact``) record their gradients: torch.matmul's."""
+    """A compiled graph's products through either overload (auto's matrices and stacks
+    times a matrix: ``default``; a named variant's, a batch: ``exact``) record their
+    gradients: torch.matmul's."""
     variant = "mma_tf32" if case.startswith("named") else "auto"
     generator = torch.Generator().manual_seed(3)
-    a = torch.randn(*((2, 5, 3) if case.endswith("batch") else (5, 3)), generator=generator,
-                    dtype=torch.float64, requires_grad=True)
-    w = torch.randn(4, 3, generator=generator, dtype=torch.float64, requires_grad=True)
+    a_shape, b_shape = {"auto, a batch": ((2, 5, 3), (2, 3, 4)),
+                        "auto, a stack times a matrix": ((2, 5, 3), (3, 4))}.get(
+                            case, ((5, 3), (3, 4)))
+    a, b = (torch.randn(*shape, generator=generator, dtype=torch.float64, requires_grad=True)
+            for shape in (a_shape, b_shape))
 
-    def loss(product, a, w):
-        return product(a, w).square().sum()
+    def loss(product, a, b):
+        return product(a, b).square().sum()
 
     torch._dynamo.reset()
-    compiled = torch.compile(lambda a, w: loss(
-        lambda a, w: xt.linear(a, w, variant=variant), a, w), fullgraph=True,
+    compiled = torch.compile(lambda a, b: loss(
+        lambda a, b: xt.matmul(a, b, variant=variant), a, b), fullgraph=True,
         backend="aot_eager")
-    got = torch.autograd.grad(compiled(a, w), (a, w))
-    want = torch.autograd.grad(loss(lambda a, w: a @ w.T, a, w), (a, w))
+    got = torch.autograd.grad(compiled(a, b), (a, b))
+    want = torch.autograd.grad(loss(torch.matmul, a, b), (a, b))
     for g, r in zip(got, want, strict=True):
         assert torch.allclose(g, r)
 

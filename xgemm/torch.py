@@ -225,7 +225,7 @@ def _product(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None, activa
     directly (:class:`_Eager`; :class:`_Transformable` inside a torch.func transform), or
     where autograd records nothing (``recording`` false: inference), the product alone."""
     if torch.compiler.is_compiling():
-        return operator_product(a, b, bias, activation, variant, precision, tiles)
+        return _traced(a, b, bias, activation, variant, precision, tiles)
     if torch._C._are_functorch_transforms_active():
         return _Transformable.apply(a, b, bias, activation, variant, precision, tiles)
     if recording:
@@ -233,6 +233,20 @@ def _product(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None, activa
     # An autograd Function's apply costs the host microseconds a call even where it
     # records nothing, and a decoder's decode step is bounded by the host
     return _direct(a, b, bias, activation, variant, precision, tiles)
+
+
+def _traced(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None, activation: str,
+            variant: str, precision: str | None, tiles: str) -> torch.Tensor:
+    """The operator as torch.compile traces it. A stack of matrices times one matrix (a
+    linear's activations) goes in as one matrix of their rows, as F.linear's does, so that
+    auto's product takes the flexible overload: inductor then hands it the buffer the graph
+    keeps for the backward, not a second one written in eager's strides (a kernel and a
+    write of the activation a layer, a weight's cast and a transpose's copy)."""
+    if a.dim() > 2 and b.dim() == 2:
+        rows = operator_product(a.reshape(-1, a.shape[-1]), b, bias, activation, variant,
+                                precision, tiles)
+        return rows.view(*a.shape[:-1], b.shape[-1])
+    return operator_product(a, b, bias, activation, variant, precision, tiles)
 
 
 def _autocast(*tensors: torch.Tensor | None) -> tuple[torch.Tensor | None, ...]:
