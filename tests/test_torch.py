@@ -109,6 +109,29 @@ def test_backward_formulas(cpu_reference, a_shape, b_shape, activation, through)
     assert torch.autograd.gradgradcheck(f, (a, b, bias))
 
 
+@pytest.mark.parametrize("a_shape, b_shape", [((2, 5, 0), (0, 4)), ((2, 5, 3), (3, 0)),
+                                              ((2, 0, 3), (3, 4)), ((0,), (0, 4))],
+                         ids=["K=0", "N=0", "M=0", "vector K=0"])
+@pytest.mark.parametrize("through", ["eager", "compiled"])
+def test_gradients_of_empty_products(cpu_reference, a_shape, b_shape, through):
+    """A stack times a matrix with an empty dimension: the gradients of a, b and the
+    bias are torch.matmul's (zeros, or empty), eager and traced (a reshape to rows
+    cannot say how many there are where the row is empty)."""
+    generator = torch.Generator().manual_seed(1)
+    a, b, bias = (torch.randn(*shape, generator=generator, dtype=torch.float64,
+                              requires_grad=True) for shape in (a_shape, b_shape, b_shape[-1:]))
+
+    def loss(a, b, bias):
+        return (xt.matmul(a, b, bias=bias) * 2).sum()
+
+    torch._dynamo.reset()
+    f = loss if through == "eager" else torch.compile(loss, fullgraph=True, backend="aot_eager")
+    got = torch.autograd.grad(f(a, b, bias), (a, b, bias))
+    want = torch.autograd.grad(((a @ b + bias) * 2).sum(), (a, b, bias))
+    for g, r in zip(got, want, strict=True):
+        assert g.shape == r.shape and torch.equal(g, r)
+
+
 def test_torch_suite_decoder_prefills_and_decodes():
     """--suite torch's decoder (on the CPU, PyTorch's linears): a prompt's logits, and a
     decode step's, one token each attending to a cache of the prompt's length plus it."""
@@ -266,7 +289,7 @@ def test_inductor_keeps_eagers_strides_where_its_own_might_not_be_read(case):
 
 
 @pytest.mark.parametrize("case", ["auto, a matrix", "named, a matrix", "auto, a batch",
-                                  "auto, a stack times a matrix"])
+                                  "auto, a stack times a matrix", "auto, a stack with K=0"])
 def test_compiled_gradients_through_either_overload(cpu_reference, case):
     """A compiled graph's products through either overload (auto's matrices and stacks
     times a matrix: ``default``; a named variant's, a batch: ``exact``) record their
@@ -274,7 +297,8 @@ def test_compiled_gradients_through_either_overload(cpu_reference, case):
     variant = "mma_tf32" if case.startswith("named") else "auto"
     generator = torch.Generator().manual_seed(3)
     a_shape, b_shape = {"auto, a batch": ((2, 5, 3), (2, 3, 4)),
-                        "auto, a stack times a matrix": ((2, 5, 3), (3, 4))}.get(
+                        "auto, a stack times a matrix": ((2, 5, 3), (3, 4)),
+                        "auto, a stack with K=0": ((2, 5, 0), (0, 4))}.get(
                             case, ((5, 3), (3, 4)))
     a, b = (torch.randn(*shape, generator=generator, dtype=torch.float64, requires_grad=True)
             for shape in (a_shape, b_shape))

@@ -66,6 +66,12 @@ def _setup_context(ctx, inputs, output) -> None:
                           output if activation == "relu" else None)
 
 
+def _rows(t: torch.Tensor) -> torch.Tensor:
+    """A tensor (..., n) as one matrix of its rows (a 1-D one as one row): reshape(-1, n)
+    cannot say how many where n is 0."""
+    return t.flatten(0, -2) if t.dim() > 1 else t.unsqueeze(0)
+
+
 def _gradients(product: Callable, saved: tuple, activation: str, variant: str,
                precision: str | None, tiles: str, has_bias: bool,
                needs: tuple[bool, ...], grad: torch.Tensor) -> tuple:
@@ -84,9 +90,8 @@ def _gradients(product: Callable, saved: tuple, activation: str, variant: str,
             (grad,) = torch.autograd.grad(y, z, grad, create_graph=creating)
     grad_a = grad_b = grad_bias = None
     if has_bias and needs[2]:  # summed over all but C's columns (none: a 1-D b's one)
-        columns = b.shape[-1] if b.dim() > 1 else 1
-        grad_bias = grad.sum(0) if grad.dim() == 2 and b.dim() > 1 else \
-            grad.reshape(-1, columns).sum(0)
+        grad_bias = (grad if grad.dim() == 2 else _rows(grad)).sum(0) if b.dim() > 1 else \
+            grad.reshape(-1, 1).sum(0)
     a2, b2, g2 = _as_matrices(a, b, grad)
     if needs[0]:
         grad_a = product(g2, b2.mT, None, "none", variant, precision, tiles)
@@ -95,7 +100,7 @@ def _gradients(product: Callable, saved: tuple, activation: str, variant: str,
     if needs[1]:
         if b2.dim() == 2:  # one b for the batch (a weight): one product over all its rows
             k, n = b2.shape
-            rows_a, rows_g = a2.reshape(-1, k), g2.reshape(-1, n)
+            rows_a, rows_g = _rows(a2), _rows(g2)
             stride_k, stride_n = b2.stride()
             if stride_k == 1 and stride_n != 1 and (stride_n == k or n == 1):
                 # b is a transposed view (x @ w.T): make w's gradient, dB^T = dC^T A, in
@@ -238,13 +243,11 @@ def _product(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None, activa
 def _traced(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None, activation: str,
             variant: str, precision: str | None, tiles: str) -> torch.Tensor:
     """The operator as torch.compile traces it. A stack of matrices times one matrix (a
-    linear's activations) goes in as one matrix of their rows, as F.linear's does, so that
-    auto's product takes the flexible overload: inductor then hands it the buffer the graph
-    keeps for the backward, not a second one written in eager's strides (a kernel and a
-    write of the activation a layer, a weight's cast and a transpose's copy)."""
+    linear's activations) goes in as one matrix of rows, as F.linear's does: auto's product
+    then takes the flexible overload, and inductor hands it the buffer the graph keeps for
+    the backward, not a copy in eager's strides (a gelu's output, a weight's cast)."""
     if a.dim() > 2 and b.dim() == 2:
-        rows = operator_product(a.reshape(-1, a.shape[-1]), b, bias, activation, variant,
-                                precision, tiles)
+        rows = operator_product(_rows(a), b, bias, activation, variant, precision, tiles)
         return rows.view(*a.shape[:-1], b.shape[-1])
     return operator_product(a, b, bias, activation, variant, precision, tiles)
 
