@@ -240,19 +240,34 @@ def test_inductor_passes_views_of_its_buffers_not_copies(cpu_reference):
     assert len(buffers) == 1, code  # the cast's buffer alone (the products make their own)
 
 
+#: the layouts test's cases: x's and w's shapes, the call, and what inductor hands the
+#: operator against eager: its own strides ("own"), eager's ("eager"), or rows ("rows")
+_LAYOUT_CASES = {
+    "auto, a matrix": ((16, 6), (16, 8), "auto", None, "own"),
+    "named, a matrix": ((16, 6), (16, 8), "mma_tf32", None, "eager"),
+    "auto, tf32, a matrix": ((16, 6), (16, 8), "auto", "tf32", "eager"),
+    "auto, a batch": ((8, 15), (2, 3, 5, 4), "auto", None, "eager"),
+    "auto, a stack times a matrix": ((8, 15), (5, 4), "auto", None, "rows"),
+    "auto, a sequence-first stack": ((4, 2, 5), (5, 4), "auto", None, "eager"),
+}
+
+
 @pytest.mark.skipif(not (shutil.which("g++") or shutil.which("c++")),
                     reason="inductor's CPU code needs a C++ compiler, and this machine has none")
-@pytest.mark.parametrize("case", ["auto, a matrix", "named, a matrix", "auto, a batch",
-                                  "auto, a stack times a matrix"])
+@pytest.mark.parametrize("case", list(_LAYOUT_CASES))
 def test_inductor_keeps_eagers_strides_where_its_own_might_not_be_read(case):
     """The layouts inductor hands the operator, against eager's: its own for auto's
-    matrices (here A column-major: the explicit contiguous() dropped), eager's for a
-    variant named in the call (mma_tf32 reads A row-major only) and for a batch of
-    products (an attention's heads transposed and made contiguous, which inductor would
-    pass as a view no single stride walks, for xgemm to copy each call). A stack of
-    matrices times one matrix (a linear's activations) reaches it as one matrix of rows."""
+    matrices (here A column-major: the explicit contiguous() dropped); eager's for a
+    variant named in the call (mma_tf32 reads A row-major only), for tf32 (whose kernels
+    would transpose a column-major A each call) and for a batch of products (an
+    attention's heads transposed and made contiguous, which inductor would pass as a view
+    no single stride walks, for xgemm to copy each call). A stack of matrices times one
+    matrix (a linear's activations) reaches it as one matrix of rows, unless its rows
+    are not at one stride and no gradient reads them (a sequence-first stack: read in
+    place, not copied to fold it)."""
     from torch._inductor import config
 
+    x_shape, w_shape, variant, precision, expected = _LAYOUT_CASES[case]
     seen = []
 
     def reference(a, b, bias, activation, variant, precision, tiles):
@@ -263,17 +278,16 @@ def test_inductor_keeps_eagers_strides_where_its_own_might_not_be_read(case):
     library = torch.library.Library("xgemm", "IMPL")
     for overload in ("matmul", "matmul.exact"):
         library.impl(overload, reference, "CPU")
-    variant = "mma_tf32" if case.startswith("named") else "auto"
     try:
         def step(x, w):
-            if x.shape[1] == 15:  # (B, T, H, D) heads to (B, H, T, D)
-                heads = (x * 2).view(2, 4, 3, 5).transpose(1, 2).contiguous()
-                return xt.matmul(heads, w, variant=variant)
-            return xt.matmul((x.t() * 2).contiguous(), w, variant=variant)
+            if x.dim() == 3:  # (T, B, K) to (B, T, K)
+                a = (x * 2).transpose(0, 1)
+            elif x.shape[1] == 15:  # (B, T, H, D) heads to (B, H, T, D)
+                a = (x * 2).view(2, 4, 3, 5).transpose(1, 2).contiguous()
+            else:
+                a = (x.t() * 2).contiguous()
+            return xt.matmul(a, w, variant=variant, precision=precision)
 
-        x_shape, w_shape = {"auto, a batch": ((8, 15), (2, 3, 5, 4)),
-                            "auto, a stack times a matrix": ((8, 15), (5, 4))}.get(
-                                case, ((16, 6), (16, 8)))
         x, w = torch.randn(x_shape), torch.randn(w_shape)
         step(x, w)
         torch._dynamo.reset()
@@ -282,10 +296,20 @@ def test_inductor_keeps_eagers_strides_where_its_own_might_not_be_read(case):
     finally:
         library._destroy()
     eager, compiled = seen
-    if case == "auto, a stack times a matrix":
+    if expected == "rows":
         assert (len(eager), len(compiled)) == (4, 2), (eager, compiled)
     else:
-        assert (compiled == eager) == (case != "auto, a matrix"), (eager, compiled)
+        assert (compiled == eager) == (expected == "eager"), (eager, compiled)
+
+
+def test_a_stack_of_more_rows_than_32_bits_index_is_traced_as_a_batch():
+    """A stack times a matrix whose rows, as one matrix, would be more than 32-bit indices
+    reach (xgemm refuses such a matrix) is traced as the batch it is, as eager runs it
+    (meta tensors: shapes only)."""
+    a, w = torch.empty(2**16, 2**15 + 1, 8, device="meta"), torch.empty(8, 8, device="meta")
+    torch._dynamo.reset()
+    got = torch.compile(xt.matmul, backend="eager", fullgraph=True)(a, w)
+    assert got.shape == xt.matmul(a, w).shape == (2**16, 2**15 + 1, 8)
 
 
 @pytest.mark.parametrize("case", ["auto, a matrix", "named, a matrix", "auto, a batch",

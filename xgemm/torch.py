@@ -37,8 +37,10 @@ from .torch_library import (
     launch,
     matmul_below,
     operator_product,
+    rows_of,
     tiles_of,
     tiles_text,
+    traced_product,
 )
 
 __all__ = ["Linear", "grouped_mm", "linear", "matmul", "swap_linears"]
@@ -66,12 +68,6 @@ def _setup_context(ctx, inputs, output) -> None:
                           output if activation == "relu" else None)
 
 
-def _rows(t: torch.Tensor) -> torch.Tensor:
-    """A tensor (..., n) as one matrix of its rows (a 1-D one as one row): reshape(-1, n)
-    cannot say how many where n is 0."""
-    return t.flatten(0, -2) if t.dim() > 1 else t.unsqueeze(0)
-
-
 def _gradients(product: Callable, saved: tuple, activation: str, variant: str,
                precision: str | None, tiles: str, has_bias: bool,
                needs: tuple[bool, ...], grad: torch.Tensor) -> tuple:
@@ -90,7 +86,7 @@ def _gradients(product: Callable, saved: tuple, activation: str, variant: str,
             (grad,) = torch.autograd.grad(y, z, grad, create_graph=creating)
     grad_a = grad_b = grad_bias = None
     if has_bias and needs[2]:  # summed over all but C's columns (none: a 1-D b's one)
-        grad_bias = (grad if grad.dim() == 2 else _rows(grad)).sum(0) if b.dim() > 1 else \
+        grad_bias = rows_of(grad).sum(0) if b.dim() > 1 else \
             grad.reshape(-1, 1).sum(0)
     a2, b2, g2 = _as_matrices(a, b, grad)
     if needs[0]:
@@ -100,7 +96,7 @@ def _gradients(product: Callable, saved: tuple, activation: str, variant: str,
     if needs[1]:
         if b2.dim() == 2:  # one b for the batch (a weight): one product over all its rows
             k, n = b2.shape
-            rows_a, rows_g = _rows(a2), _rows(g2)
+            rows_a, rows_g = rows_of(a2), rows_of(g2)
             stride_k, stride_n = b2.stride()
             if stride_k == 1 and stride_n != 1 and (stride_n == k or n == 1):
                 # b is a transposed view (x @ w.T): make w's gradient, dB^T = dC^T A, in
@@ -230,7 +226,7 @@ def _product(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None, activa
     directly (:class:`_Eager`; :class:`_Transformable` inside a torch.func transform), or
     where autograd records nothing (``recording`` false: inference), the product alone."""
     if torch.compiler.is_compiling():
-        return _traced(a, b, bias, activation, variant, precision, tiles)
+        return traced_product(a, b, bias, activation, variant, precision, tiles)
     if torch._C._are_functorch_transforms_active():
         return _Transformable.apply(a, b, bias, activation, variant, precision, tiles)
     if recording:
@@ -238,18 +234,6 @@ def _product(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None, activa
     # An autograd Function's apply costs the host microseconds a call even where it
     # records nothing, and a decoder's decode step is bounded by the host
     return _direct(a, b, bias, activation, variant, precision, tiles)
-
-
-def _traced(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None, activation: str,
-            variant: str, precision: str | None, tiles: str) -> torch.Tensor:
-    """The operator as torch.compile traces it. A stack of matrices times one matrix (a
-    linear's activations) goes in as one matrix of rows, as F.linear's does: auto's product
-    then takes the flexible overload, and inductor hands it the buffer the graph keeps for
-    the backward, not a copy in eager's strides (a gelu's output, a weight's cast)."""
-    if a.dim() > 2 and b.dim() == 2:
-        rows = operator_product(_rows(a), b, bias, activation, variant, precision, tiles)
-        return rows.view(*a.shape[:-1], b.shape[-1])
-    return operator_product(a, b, bias, activation, variant, precision, tiles)
 
 
 def _autocast(*tensors: torch.Tensor | None) -> tuple[torch.Tensor | None, ...]:

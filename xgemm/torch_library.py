@@ -12,10 +12,12 @@ Example:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
 import torch
+from torch.fx.experimental.symbolic_shapes import guard_or_false
 
 from . import api
 from .checks import matmul_shapes
@@ -23,7 +25,8 @@ from .checks.arguments import AUTO, TUNE
 from .grouped import grouped_product
 
 __all__ = ["LIBRARY", "below_autograd", "cuda_is_next", "grouped_below", "launch", "matmul_below",
-           "matmul_operator", "operator_product", "tiles_of", "tiles_text"]
+           "matmul_operator", "operator_product", "rows_of", "tiles_of", "tiles_text",
+           "traced_product"]
 
 
 def tiles_text(params: dict[str, int]) -> str:
@@ -70,6 +73,8 @@ def _fake(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None, activatio
 
 def _define(name: str, schema: str, kernel: Callable, fake: Callable,
             tags: tuple[torch.Tag, ...] = ()) -> None:
+    """Defines the operator ``xgemm::name`` (an overload where ``name`` has a dot) with
+    its schema and tags, its CUDA kernel and its fake (shapes while tracing)."""
     LIBRARY.define(name + schema, tags=tags)
     LIBRARY.impl(name, kernel, "CUDA")
     torch.library.register_fake(f"xgemm::{name}", fake, lib=LIBRARY)
@@ -79,27 +84,34 @@ def _define(name: str, schema: str, kernel: Callable, fake: Callable,
 # transpose for a weight's gradient), not a copy in eager's strides, which its default for
 # custom operators makes (a kernel a linear's backward, read and written again). Only
 # where every layout inductor may pass is read in place: auto's and tune's products of
-# matrices (a batch's view, as attention's transposed heads, may be one no single stride
-# walks, which xgemm would copy each call). The rest take the overload ``exact``, which
-# inductor gives eager's strides (its default): batches, and a variant named in the call,
-# which may read one layout only. Not for the grouped operator, whose kernels read some
-# operands in one layout only.
+# 16-bit or float32/64 matrices in exact arithmetic (a batch's view, as attention's
+# transposed heads, may be one no single stride walks, which xgemm would copy each call;
+# tf32's and 8-bit kernels read A row-major only, and a column-major A would be
+# transposed each call). The rest take the overload ``exact``, which inductor gives
+# eager's strides (its default). Which overload a product takes is read from its
+# arguments, whichever of the two was called. Not for the grouped operator, whose
+# kernels read some operands in one layout only.
 _define("matmul", _SCHEMA, launch, _fake, tags=(torch.Tag.flexible_layout,))
 _define("matmul.exact", _SCHEMA, launch, _fake)
 #: the variants whose products of matrices take the flexible overload: they read any layout
 _ANY_LAYOUT = (AUTO, TUNE)
 
 
-def matmul_operator(variant: str, a: torch.Tensor, b: torch.Tensor) -> torch._ops.OpOverload:
+def matmul_operator(variant: str, a: torch.Tensor, b: torch.Tensor, precision: str | None
+                    ) -> torch._ops.OpOverload:
     """The overload of ``xgemm::matmul`` a product takes: ``default`` (inductor lays its
-    operands out as it likes) for auto's and tune's products of matrices, whose layouts
-    they all read; else ``exact`` (eager's strides).
+    operands out as it likes) for auto's and tune's products of matrices in exact
+    arithmetic and 16 bits or more, whose layouts they all read in place; else ``exact``
+    (eager's strides).
 
     >>> m = torch.empty(4, 4, device="meta")
-    >>> matmul_operator("auto", m, m) is torch.ops.xgemm.matmul.default
+    >>> matmul_operator("auto", m, m, None) is torch.ops.xgemm.matmul.default
+    True
+    >>> matmul_operator("auto", m, m, "tf32") is torch.ops.xgemm.matmul.exact
     True
     """
-    if variant in _ANY_LAYOUT and a.dim() <= 2 and b.dim() <= 2:
+    if variant in _ANY_LAYOUT and a.dim() <= 2 and b.dim() <= 2 and precision is None \
+            and a.element_size() > 1 and b.element_size() > 1:
         return _FLEXIBLE
     return _EXACT
 
@@ -109,7 +121,51 @@ def operator_product(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None
                      tiles: str) -> torch.Tensor:
     """The product through ``xgemm::matmul``'s overload for it (:func:`matmul_operator`),
     as ``torch.ops.xgemm.matmul`` is called."""
-    return matmul_operator(variant, a, b)(a, b, bias, activation, variant, precision, tiles)
+    return matmul_operator(variant, a, b, precision)(a, b, bias, activation, variant,
+                                                     precision, tiles)
+
+
+def rows_of(t: torch.Tensor) -> torch.Tensor:
+    """A tensor (..., n) as one matrix of its rows, a 1-D one as one row (``reshape(-1,
+    n)`` cannot say how many there are where n is 0)."""
+    return t if t.dim() == 2 else t.flatten(0, -2) if t.dim() > 2 else t.unsqueeze(0)
+
+
+#: the most rows one matrix may have: xgemm's kernels index with 32-bit ints
+_INT_MAX = 2**31 - 1
+
+
+def _folds(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Whether a stack ``a`` times one matrix ``b`` goes to the operator as one matrix of
+    a's rows: where they lie at one stride (their matrix is a view), or where b's
+    gradient, which reads them as one matrix, copies them anyway (torch.matmul's rule);
+    and where they are few enough for 32-bit indices (else xgemm runs them as a batch)."""
+    if a.dim() <= 2 or b.dim() != 2 or not guard_or_false(
+            math.prod(a.shape[:-1]) <= _INT_MAX):
+        return False
+    if torch.is_grad_enabled() and b.requires_grad:
+        return True
+    step = None
+    for size, stride in zip(reversed(a.shape[:-1]), reversed(a.stride()[:-1]), strict=True):
+        if guard_or_false(size == 1):
+            continue
+        if step is not None and not guard_or_false(stride == step):
+            return False
+        step = stride * size
+    return True
+
+
+def traced_product(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None,
+                   activation: str, variant: str, precision: str | None,
+                   tiles: str) -> torch.Tensor:
+    """The operator as torch.compile traces it. A stack of matrices times one matrix (a
+    linear's activations) goes in as one matrix of rows where that costs no copy
+    (:func:`_folds`): auto's product then takes the flexible overload, and inductor hands
+    it the buffer the graph keeps for the backward, not a copy in eager's strides."""
+    if _folds(a, b):
+        rows = operator_product(rows_of(a), b, bias, activation, variant, precision, tiles)
+        return rows.view(*a.shape[:-1], b.shape[-1])
+    return operator_product(a, b, bias, activation, variant, precision, tiles)
 
 
 _FLEXIBLE, _EXACT = torch.ops.xgemm.matmul.default, torch.ops.xgemm.matmul.exact
@@ -164,8 +220,8 @@ def matmul_below(keyset: torch._C.DispatchKeySet, a: torch.Tensor, b: torch.Tens
                  precision: str | None, tiles: str) -> torch.Tensor:
     """``matmul``'s kernels below its autograd (:func:`below_autograd`), through the
     product's overload (:func:`matmul_operator`) where the dispatcher goes on."""
-    return _BELOW[matmul_operator(variant, a, b)](keyset, a, b, bias, activation, variant,
-                                                  precision, tiles)
+    return _BELOW[matmul_operator(variant, a, b, precision)](keyset, a, b, bias, activation,
+                                                             variant, precision, tiles)
 
 
 def _grouped_launch(a: torch.Tensor, b: torch.Tensor, offs: torch.Tensor, tiles: str
