@@ -29,16 +29,15 @@ import torch.nn.functional as F
 from torch.autograd import forward_ad
 
 from . import api
-from .grouped import grouped_product
 from .specs import ACTIVATIONS
 from .torch_library import (
     LIBRARY,
     grouped_below,
+    grouped_launch,
     launch,
     matmul_below,
     operator_product,
     rows_of,
-    tiles_of,
     tiles_text,
     traced_product,
 )
@@ -398,7 +397,7 @@ def _grouped_direct(a: torch.Tensor, b: torch.Tensor, offs: torch.Tensor, tiles:
     """The grouped operator's product without its dispatch: xgemm's kernels on plain CUDA
     tensors with no dispatch mode, the operator itself on others (as :func:`_direct`)."""
     if _plain(a, b, offs):
-        return grouped_product(a, b, offs, tiles_of(tiles))
+        return grouped_launch(a, b, offs, tiles)
     return torch.ops.xgemm.grouped_mm(a, b, offs, tiles)
 
 

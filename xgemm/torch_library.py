@@ -24,7 +24,8 @@ from .checks import matmul_shapes
 from .checks.arguments import AUTO, TUNE
 from .grouped import grouped_product
 
-__all__ = ["LIBRARY", "below_autograd", "cuda_is_next", "grouped_below", "launch", "matmul_below",
+__all__ = ["LIBRARY", "below_autograd", "cuda_is_next", "grouped_below", "grouped_launch",
+           "launch", "matmul_below",
            "matmul_operator", "operator_product", "rows_of", "tiles_of", "tiles_text",
            "traced_product"]
 
@@ -220,12 +221,16 @@ def matmul_below(keyset: torch._C.DispatchKeySet, a: torch.Tensor, b: torch.Tens
                  precision: str | None, tiles: str) -> torch.Tensor:
     """``matmul``'s kernels below its autograd (:func:`below_autograd`), through the
     product's overload (:func:`matmul_operator`) where the dispatcher goes on."""
+    if cuda_is_next(keyset):  # most calls: the overload matters only to a redispatch
+        return launch(a, b, bias, activation, variant, precision, tiles)
     return _BELOW[matmul_operator(variant, a, b, precision)](keyset, a, b, bias, activation,
                                                              variant, precision, tiles)
 
 
-def _grouped_launch(a: torch.Tensor, b: torch.Tensor, offs: torch.Tensor, tiles: str
-                    ) -> torch.Tensor:
+def grouped_launch(a: torch.Tensor, b: torch.Tensor, offs: torch.Tensor, tiles: str
+                   ) -> torch.Tensor:
+    """The grouped product by xgemm's kernels, from the operator's arguments: the grouped
+    operator's CUDA kernel, and the eager path's product."""
     return grouped_product(a, b, offs, tiles_of(tiles))
 
 
@@ -236,7 +241,7 @@ def _grouped_fake(a: torch.Tensor, b: torch.Tensor, offs: torch.Tensor, tiles: s
     return a.new_empty(offs.shape[0], a.shape[0], b.shape[1])  # along K: a matrix a group
 
 
-_define("grouped_mm", "(Tensor a, Tensor b, Tensor offs, str tiles) -> Tensor", _grouped_launch,
+_define("grouped_mm", "(Tensor a, Tensor b, Tensor offs, str tiles) -> Tensor", grouped_launch,
         _grouped_fake)
 #: ``grouped_mm``'s kernels below its autograd (:func:`below_autograd`)
-grouped_below = below_autograd(torch.ops.xgemm.grouped_mm.default, _grouped_launch)
+grouped_below = below_autograd(torch.ops.xgemm.grouped_mm.default, grouped_launch)
