@@ -84,10 +84,13 @@ def _gradients(product: Callable, saved: tuple, activation: str, variant: str,
             y = F.gelu(z, approximate="tanh") if activation == "gelu" else F.silu(z)
             (grad,) = torch.autograd.grad(y, z, grad, create_graph=creating)
     grad_a = grad_b = grad_bias = None
-    if has_bias and needs[2]:  # summed over all but C's columns (none: a 1-D b's one)
-        grad_bias = rows_of(grad).sum(0) if b.dim() > 1 else \
-            grad.reshape(-1, 1).sum(0)
     a2, b2, g2 = _as_matrices(a, b, grad)
+    # C's rows as one matrix, made once for the bias's sum and a weight's gradient, and
+    # only where one is asked for (an expanded gradient's rows are a copy)
+    sums_rows = has_bias and needs[2]
+    rows_g = rows_of(g2) if sums_rows or (needs[1] and b2.dim() == 2) else None
+    if sums_rows:  # summed over all but C's columns (a 1-D b: its one)
+        grad_bias = rows_g.sum(0)
     if needs[0]:
         grad_a = product(g2, b2.mT, None, "none", variant, precision, tiles)
         if grad_a.shape != a.shape:  # a broadcast batch summed back, a 1-D a's row dropped
@@ -95,7 +98,7 @@ def _gradients(product: Callable, saved: tuple, activation: str, variant: str,
     if needs[1]:
         if b2.dim() == 2:  # one b for the batch (a weight): one product over all its rows
             k, n = b2.shape
-            rows_a, rows_g = rows_of(a2), rows_of(g2)
+            rows_a = rows_of(a2)
             stride_k, stride_n = b2.stride()
             if stride_k == 1 and stride_n != 1 and (stride_n == k or n == 1):
                 # b is a transposed view (x @ w.T): make w's gradient, dB^T = dC^T A, in

@@ -213,18 +213,18 @@ def below_autograd(op: torch._ops.OpOverload, kernel: Callable) -> Callable:
     return below
 
 
-_BELOW = {_FLEXIBLE: below_autograd(_FLEXIBLE, launch), _EXACT: below_autograd(_EXACT, launch)}
-
-
 def matmul_below(keyset: torch._C.DispatchKeySet, a: torch.Tensor, b: torch.Tensor,
                  bias: torch.Tensor | None, activation: str, variant: str,
                  precision: str | None, tiles: str) -> torch.Tensor:
-    """``matmul``'s kernels below its autograd (:func:`below_autograd`), through the
-    product's overload (:func:`matmul_operator`) where the dispatcher goes on."""
-    if cuda_is_next(keyset):  # most calls: the overload matters only to a redispatch
+    """``matmul``'s kernels below its autograd, as :func:`below_autograd`'s: the CUDA
+    kernel itself where the dispatcher would call it next, else a redispatch through the
+    product's overload (:func:`matmul_operator`), the only place the overload matters."""
+    if cuda_is_next(keyset):
         return launch(a, b, bias, activation, variant, precision, tiles)
-    return _BELOW[matmul_operator(variant, a, b, precision)](keyset, a, b, bias, activation,
-                                                             variant, precision, tiles)
+    op = matmul_operator(variant, a, b, precision)
+    with torch._C._AutoDispatchBelowAutograd():
+        return op.redispatch(keyset & torch._C._after_autograd_keyset, a, b, bias, activation,
+                             variant, precision, tiles)
 
 
 def grouped_launch(a: torch.Tensor, b: torch.Tensor, offs: torch.Tensor, tiles: str
