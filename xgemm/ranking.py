@@ -139,8 +139,51 @@ def pick(mats: tuple, layouts: list, shapes: Shapes, dtype: str, device: int,
             if call > ruled_call:
                 break  # (ranked by call: none further can clear it)
             if call * (1 + margin) < ruled_call or t * (1 + margin) < ruled_gpu:
-                return filled(best, best.resolve(best_p, dtype), shapes, read, dtype, sms)
+                v, p, ruled_gpu = best, best.resolve(best_p, dtype), t
+                break
+    v, p = split_to_fill(v, p, ruled_gpu, mats, layouts, read, copyable, shapes, dtype, sms)
     return filled(v, p, shapes, read, dtype, sms)
+
+
+#: Rung 35's tile where it takes rung 16's pick (:func:`split_to_fill`), and the fewest
+#: splits it takes it for. 64 x 128 tiles, one consumer warpgroup, six stages: the
+#: fastest of rung 35's 64 x 128, 128 x 64 and 128 x 128 tiles (each split to fill the
+#: SMs) on 9 of 13 products of 8-44 such tiles over K of 4096-16384, and within 4% of it
+#: on three more (bench/results/h200/evidence/splits_to_fill_5fa282c.txt).
+SPLIT_TILE = {"BM": 64, "BN": 128, "CONSUMERS": 1, "STAGES": 6}
+MIN_FILLING_SPLITS = 3
+
+
+def split_to_fill(v: Variant, p: dict[str, int], gpu_time: float, mats: tuple,
+                  layouts: list, read: list, copyable: list, shapes: Shapes, dtype: str,
+                  sms: int) -> tuple[Variant, dict[str, int]]:
+    """The pick of a rung that declares ``splits_to_fill`` (rung 16) for one product, handed
+    to that rung (35) with K split as many ways as its tiles (:data:`SPLIT_TILE`) leave
+    SMs for, where that is :data:`MIN_FILLING_SPLITS` or more: rung 16 splits K in 2 or 4
+    whatever the tiles, and over a few dozen tiles leaves most SMs idle (128 x 1536 x
+    8960:NT: 24 tiles of 64 x 128 in 5 splits, 0.81x rung 16's kernel time). Not where
+    the pick's GPU time (``gpu_time``, the model's) is under the host's for a call of two
+    launches: the sum pass's launch would then lengthen every call queued behind it.
+
+    >>> h200 = {"gpu": "NVIDIA H200", "compute_capability": "9.0", "sm_count": 132}
+    >>> with gpu.standing_in(h200):
+    ...     v, p = auto_choice(128, 1536, 8960, "bfloat16", "NT")
+    >>> v.name, p["BM"], p["BN"], p["SPLITS"]
+    ('wgmma_splitk_sum', 64, 128, 5)
+    """
+    if not v.splits_to_fill or shapes.count != 1:
+        return v, p
+    tiles = cdiv(shapes.m, SPLIT_TILE["BM"]) * cdiv(shapes.n, SPLIT_TILE["BN"])
+    splits = min(sms // tiles, 64)
+    if splits < MIN_FILLING_SPLITS:
+        return v, p
+    to = get_variant(v.splits_to_fill)
+    q = to.resolve({**SPLIT_TILE, "SPLITS": splits}, dtype)
+    shape = priced_copies(to, q, mats, layouts, read, copyable, shapes, sms)
+    if gpu_time < cost.calibration().host(shape) or shape.padded != priced_copies(
+            v, p, mats, layouts, read, copyable, shapes, sms).padded:
+        return v, p
+    return to, q
 
 
 def filled(v: Variant, p: dict[str, int], shapes: Shapes, read: list[str], dtype: str,
@@ -236,8 +279,11 @@ def contenders_to_time(mats: tuple, layouts: list, shapes: Shapes, dtype: str,
     if found is not None and get_variant(found[0]).precision in (None, precision):
         return ()
     v, p, _, read, copyable = ruled(mats, layouts, shapes, dtype, device, precision)
-    chosen = [(v, p)]  # the rules' pick, and its tiles cut as auto's call would run them
-    cut = filled(v, p, shapes, read, dtype, gpu.multiprocessors(device))
+    # the rules' pick, and its tiles cut or its K split as auto's call would run them
+    chosen = [(v, p)]
+    sms = gpu.multiprocessors(device)
+    split = split_to_fill(v, p, math.inf, mats, layouts, read, copyable, shapes, dtype, sms)
+    cut = filled(*split, shapes, read, dtype, sms)
     if cut != (v, p):
         chosen.append(cut)
     for _, _, other, q in ranked(mats, layouts, read, copyable, shapes, dtype, device,

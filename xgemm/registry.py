@@ -127,6 +127,9 @@ class Variant:
     transpose_first: Mapping[str, tuple[str, str]] = field(default_factory=dict)
     #: Whether ``auto`` cuts BN to fill the SMs' last round (``ranking.filled``; 14, 28)
     fills_last_round: bool = False
+    #: The rung ``auto`` hands this one's pick to where so few tiles leave the SMs to K
+    #: split three ways or more (``ranking.split_to_fill``; rung 16's to rung 35)
+    splits_to_fill: str = ""
     #: Its family: "gemm" (the ladder), "grouped" (``xgemm.grouped_matmul``'s rungs), or a
     #: memory-bound one of ``xgemm.memory_bound`` ("transpose", "reverse", "sum",
     #: "stencil"), whose expressions use M and N for their input's rows and columns.
