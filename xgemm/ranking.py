@@ -148,10 +148,13 @@ def pick(mats: tuple, layouts: list, shapes: Shapes, dtype: str, device: int,
 #: Rung 35's tile where it takes rung 16's pick (:func:`split_to_fill`), and the fewest
 #: splits it takes it for. 64 x 128 tiles, one consumer warpgroup, six stages: the
 #: fastest of rung 35's 64 x 128, 128 x 64 and 128 x 128 tiles (each split to fill the
-#: SMs) on 9 of 13 products of 8-44 such tiles over K of 4096-16384, and within 4% of it
-#: on three more (bench/results/h200/evidence/splits_to_fill_5fa282c.txt).
+#: SMs) on 4 of 14 products of 8-56 such tiles over K of 3584-18944, within 3% of it on
+#: seven, 9-20% slower on three (128 x 128 tiles over 256 and 512 rows). Four splits or
+#: more: at three (34-44 tiles) rung 35 ran 1.00-1.12x rung 16's kernel time on three
+#: products of a sample never run before, where four and more ran 0.77-1.02x on fourteen
+#: (bench/results/h200/evidence/splits_to_fill.txt).
 SPLIT_TILE = {"BM": 64, "BN": 128, "CONSUMERS": 1, "STAGES": 6}
-MIN_FILLING_SPLITS = 3
+MIN_FILLING_SPLITS = 4
 
 
 def split_to_fill(v: Variant, p: dict[str, int], gpu_time: float, mats: tuple,
