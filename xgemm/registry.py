@@ -127,12 +127,10 @@ class Variant:
     transpose_first: Mapping[str, tuple[str, str]] = field(default_factory=dict)
     #: Whether ``auto`` cuts BN to fill the SMs' last round (``ranking.filled``; 14, 28)
     fills_last_round: bool = False
-    #: The rung ``auto`` hands this one's pick to where so few tiles leave the SMs to K
-    #: split three ways or more (``ranking.split_to_fill``; rung 16's to rung 35)
+    #: Where ``auto`` hands this one's pick over few tiles (``ranking.split_to_fill``; 16)
     splits_to_fill: str = ""
-    #: Its family: "gemm" (the ladder), "grouped" (``xgemm.grouped_matmul``'s rungs), or a
-    #: memory-bound one of ``xgemm.memory_bound`` ("transpose", "reverse", "sum",
-    #: "stencil"), whose expressions use M and N for their input's rows and columns.
+    #: Its family: "gemm" (the ladder), "grouped" (``xgemm.grouped_matmul``'s rungs), or one
+    #: of ``xgemm.memory_bound``'s, whose expressions use M and N for its input's rows, columns.
     family: str = "gemm"
     #: The points ``auto`` weighs for this rung (``xgemm.cost``), each as changes to the
     #: defaults: a handful around them, for the regimes the rung serves. Empty: auto never
@@ -454,8 +452,7 @@ def register(variant: Variant) -> Variant:
         if name not in variant.space:
             raise ValueError(f"variant {variant.name!r}: parameter {name} has no sweep space")
         if default not in variant.space[name]:
-            raise ValueError(f"variant {variant.name!r}: default {name}={default} is not "
-                             "in its space")
+            raise ValueError(f"variant {variant.name!r}: default {name}={default} not in its space")
     if variant.auto_aligned and not variant.flags:
         raise ValueError(f"variant {variant.name!r}: auto_aligned names no alignment flags")
     family[variant.name] = variant

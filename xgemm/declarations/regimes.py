@@ -478,8 +478,9 @@ register(Variant(
 # K dozens of ways: 128 x 64 or 64 x 128 tiles in 16 splits for a few tiles over a long K
 # (92 x 280 x 16064 17.3 us where rung 17 took 19.6), 128 x 128 in 8 for a few dozen
 # (512 x 512 x 16384:TN 31.9 against rung 16's 38.2; evidence/splitk_sum_c1b0ca5.txt).
-# auto does not weigh it yet: those three points are timed on the calibration files, and
-# become candidates once the published files whose picks they move are measured again.
+# auto weighs no point of it (priced and picked, its points paid a padded copy and a
+# second launch a call: docs/ladder.md): it takes rung 16's pick over a few tiles instead
+# (rung 16's ``splits_to_fill``, ``ranking.split_to_fill``).
 register(Variant(
     name="wgmma_splitk_sum",
     template="gemm/35_wgmma_splitk_sum.cu.j2",
