@@ -110,8 +110,9 @@ def pick(mats: tuple, layouts: list, shapes: Shapes, dtype: str, device: int,
     fast and its kernel faster by that much, replaces it: the rules' picks were measured
     on the shapes they were written for, and the model is what knows the shapes the
     rules' thresholds were never fitted to (few rows, tiny K, small products, operands TMA
-    cannot read). 8-bit products take the rule alone, told whether a scale comes per row
-    or column (``scale_vectors``)."""
+    cannot read). The choice then runs as :func:`split_to_fill` and :func:`filled` say (K
+    split to fill the SMs, tiles cut to fill the last round). 8-bit products take the
+    rule alone, told whether a scale comes per row or column (``scale_vectors``)."""
     if dtype in EIGHT_BIT:  # one rung multiplies them, copying what is not K-major
         cc, sms = gpu.compute_capability(device), gpu.multiprocessors(device)
         name, p = heuristic(shapes.m, shapes.n, shapes.k, dtype, cc, precision, sms,
@@ -155,7 +156,7 @@ def pick(mats: tuple, layouts: list, shapes: Shapes, dtype: str, device: int,
 #: (bench/results/h200/evidence/splits_to_fill.txt).
 SPLIT_TILE = {"BM": 64, "BN": 128, "CONSUMERS": 1, "STAGES": 6}
 MIN_FILLING_SPLITS = 4
-#: How many times the host's time for a call of two launches (the calibration's) the
+#: How many times the host's time for a call of two launches or more (the calibration's) the
 #: pick's GPU time must be for rung 35 to take it: a host twice as slow as calibrated
 #: still leaves the call GPU-bound, so the sum pass's launch (4 us more a call, measured)
 #: does not lengthen it. Measured: PyTorch calls on one lent H200 took 1.8x another's
@@ -191,6 +192,7 @@ def split_to_fill(v: Variant, p: dict[str, int], gpu_time: float, mats: tuple,
     to = get_variant(v.splits_to_fill)
     q = to.resolve({**SPLIT_TILE, "SPLITS": splits}, dtype)
     shape = priced_copies(to, q, mats, layouts, read, copyable, shapes, sms)
+    # (rungs 16 and 35 read the operands alike, so they pad the same: kept for another pair)
     if gpu_time < HOST_MARGIN * cost.calibration().host(shape) or shape.padded != priced_copies(
             v, p, mats, layouts, read, copyable, shapes, sms).padded:
         return v, p
@@ -290,7 +292,8 @@ def contenders_to_time(mats: tuple, layouts: list, shapes: Shapes, dtype: str,
     if found is not None and get_variant(found[0]).precision in (None, precision):
         return ()
     v, p, _, read, copyable = ruled(mats, layouts, shapes, dtype, device, precision)
-    # the rules' pick, and its tiles cut or its K split as auto's call would run them
+    # the rules' pick, and its tiles cut or its K split as auto's call could run them (the
+    # split timed whatever the host's time, which decides whether a call takes it)
     chosen = [(v, p)]
     sms = gpu.multiprocessors(device)
     split = split_to_fill(v, p, math.inf, mats, layouts, read, copyable, shapes, dtype, sms)

@@ -235,7 +235,7 @@ register(Variant(
     candidates=[{}, {"SPLITS": 4}, {"BM": 128, "CONSUMERS": 2},
                 {"BM": 128, "BN": 128, "CONSUMERS": 2},
                 {"BM": 128, "BN": 128, "CONSUMERS": 2, "SPLITS": 4}],
-    # where its tiles leave SMs for K split three ways or more, rung 35 splits it that many
+    # where its tiles leave SMs for K split four ways or more, rung 35 splits it that many
     # (its partials summed by a second kernel: no counters, no last warp summing alone)
     splits_to_fill="wgmma_splitk_sum",
     defaults={"BM": 64, "BN": 64, "CONSUMERS": 1, "STAGES": 6, "GROUP": 8, "SPLITS": 2},
