@@ -202,15 +202,18 @@ def below_autograd(op: torch._ops.OpOverload, kernel: Callable) -> Callable:
     call's dispatch keys: ``kernel`` (its CUDA kernel) where the dispatcher would call it
     next, saving a dispatch through Python; else the dispatcher's next kernel (a fake or
     functional tensor while tracing, a dispatch mode, a subclass)."""
-    after_autograd = torch._C._after_autograd_keyset
 
     def below(keyset: torch._C.DispatchKeySet, *args: Any) -> torch.Tensor:
-        if cuda_is_next(keyset):
-            return kernel(*args)
-        with torch._C._AutoDispatchBelowAutograd():
-            return op.redispatch(keyset & after_autograd, *args)
+        return kernel(*args) if cuda_is_next(keyset) else _redispatch(op, keyset, *args)
 
     return below
+
+
+def _redispatch(op: torch._ops.OpOverload, keyset: torch._C.DispatchKeySet, *args: Any
+                ) -> torch.Tensor:
+    """``op``'s next kernel below its autograd for a call of these dispatch keys."""
+    with torch._C._AutoDispatchBelowAutograd():
+        return op.redispatch(keyset & torch._C._after_autograd_keyset, *args)
 
 
 def matmul_below(keyset: torch._C.DispatchKeySet, a: torch.Tensor, b: torch.Tensor,
@@ -221,10 +224,8 @@ def matmul_below(keyset: torch._C.DispatchKeySet, a: torch.Tensor, b: torch.Tens
     product's overload (:func:`matmul_operator`), the only place the overload matters."""
     if cuda_is_next(keyset):
         return launch(a, b, bias, activation, variant, precision, tiles)
-    op = matmul_operator(variant, a, b, precision)
-    with torch._C._AutoDispatchBelowAutograd():
-        return op.redispatch(keyset & torch._C._after_autograd_keyset, a, b, bias, activation,
-                             variant, precision, tiles)
+    return _redispatch(matmul_operator(variant, a, b, precision), keyset, a, b, bias,
+                       activation, variant, precision, tiles)
 
 
 def grouped_launch(a: torch.Tensor, b: torch.Tensor, offs: torch.Tensor, tiles: str
