@@ -186,6 +186,26 @@ def test_bench_on_the_gpu(tmp_path, capsys):
 
 
 @pytest.mark.gpu
+def test_l2_scrub_drops_only_its_own_lines():
+    """The scrub drops its own buffer's lines from the L2 unwritten, and no other: values
+    written just before it, of arrays allocated after its buffer, read back whole."""
+    import cupy
+
+    from xgemm import timing
+
+    timing.scrub_l2()  # its buffer allocated first
+    rng = cupy.random.default_rng(7)
+    arrays = [cupy.empty(size, cupy.float32) for size in (1, 4097, 2**20 + 3)]
+    expected = []
+    for x in arrays:
+        x[...] = rng.standard_normal(x.size, dtype=cupy.float32)
+        expected.append(x.get())
+    timing.scrub_l2()
+    for x, want in zip(arrays, expected, strict=True):
+        assert (x.get() == want).all()
+
+
+@pytest.mark.gpu
 def test_bench_reports_a_failing_variant():
     problem = bench.Problem(64, 64, 64)
     r = bench.bench_variant(problem, "coarse2d", {"TM": 3})

@@ -17,13 +17,46 @@ from collections.abc import Callable
 
 @functools.cache
 def _l2_scrub(device: int):
-    """A buffer twice the L2's size on GPU ``device``: writing it evicts whatever the last
-    launch left."""
+    """GPU ``device``'s scrub: a buffer twice the L2's size, and the kernel that drops its
+    lines from the L2 without writing them back (None below sm_80, which has no
+    ``discard``)."""
     import cupy
 
+    from .gpu import properties
+
     with cupy.cuda.Device(device):
-        l2 = cupy.cuda.Device().attributes.get("L2CacheSize", 50 * 2**20)
-        return cupy.empty(2 * l2 // 4, cupy.float32)
+        lines = cupy.empty(2 * properties(device).l2_bytes // 4, cupy.float32)
+    if properties(device).compute_capability < 80:
+        return lines, None
+    return lines, cupy.RawKernel(r"""
+extern "C" __global__ void xgemm_l2_discard(char* base, unsigned long long lines) {
+    for (unsigned long long line = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x;
+         line < lines; line += (unsigned long long)gridDim.x * blockDim.x) {
+        asm volatile("discard.global.L2 [%0], 128;" :: "l"(base + line * 128) : "memory");
+    }
+}""", "xgemm_l2_discard")
+
+
+def scrub_l2() -> None:
+    """Leave the current device's L2 cold and clean for the next launch: a buffer twice
+    its size written (whatever the last launch left is evicted, its dirty lines written
+    back now), then the buffer's own lines dropped unwritten. Written alone, the buffer's
+    dirty lines would be written back during the launch timed next, which pays for them:
+    on an H200, reading a 117 MB weight took 39.7 us after the write and 31.8 after the
+    write and the drop, and a 2 MB product 8.5 against 8.0.
+
+    >>> scrub_l2()  # doctest: +SKIP
+    """
+    import cupy
+    import numpy as np
+
+    from .gpu import multiprocessors
+
+    device = cupy.cuda.Device().id
+    lines, discard = _l2_scrub(device)
+    lines.fill(0)
+    if discard is not None:
+        discard((4 * multiprocessors(device),), (512,), (lines, np.uint64(lines.nbytes // 128)))
 
 
 def scrub_pays(nbytes: int, device: int) -> bool:
@@ -92,7 +125,7 @@ def time_launches(launch: Callable[[], object], warmup: int = 3, repeat: int = 3
     deadline = time.perf_counter() + max_seconds
     for _ in range(repeat):
         if flush_l2:
-            _l2_scrub(cupy.cuda.Device().id).fill(0)
+            scrub_l2()
         hold_gpu(hold_us)
         start.record()
         launch()
