@@ -7,10 +7,10 @@ weight as B, a row-major A; or across K), count of rows (or columns) and (N, K):
 kernel time of the rung at a handful of points (the best is reported), of auto's pick,
 and of ``torch.matmul`` (cuBLAS) on the same tensors, CUDA events with the L2 scrubbed
 before each call (the big operand fits in the H100's 50 MB L2, which would otherwise
-serve it); and the bandwidth at which the rung reads the big operand, against the
-device-to-device copy bandwidth measured in the same run (bytes read plus written, as
-copies count). Every result is checked against float64 first. With --ragged, N and K are
-one more than the sizes below: no row of either operand starts on 16 bytes.
+serve it); and the bandwidth at which the rung, and auto's pick, read the big operand,
+against the device-to-device copy bandwidth measured in the same run (bytes read plus
+written, as copies count). Every result is checked against float64 first. With --ragged,
+N and K are one more than the sizes below: no row of either operand starts on 16 bytes.
 
     PYTHONPATH=. python bench/skinny.py [--json out.json] [--sides rows,columns]
         [--variant skinny_mma --dtypes float16,bfloat16] [--rows 1,4,8,16] [--ragged]
@@ -77,14 +77,16 @@ def row(variant: str, dtype: str, along_k: bool, few: int, n: int, k: int,
         assert error < (2e-2 if t in (torch.float16, torch.bfloat16) else 1e-5), (change, error)
         best = min(best, (kernel_ms(launch), change), key=lambda x: x[0])
     auto = xgemm.prepare(a, b)
+    auto_ms = kernel_ms(auto)
     cublas = kernel_ms(lambda: torch.matmul(a, b))
     ms, change = best
     large = a if columns else b
     return {"variant": variant, "dtype": dtype, "side": "columns" if columns else "rows",
             "big": "along K" if along_k else "across K", "m": m, "n": b.shape[1], "k": k,
             "skinny_ms": ms, "skinny_point": change, "auto": auto.variant.name,
-            "auto_ms": kernel_ms(auto), "cublas_ms": cublas,
-            "big_gbs": large.numel() * large.element_size() / ms / 1e6}
+            "auto_ms": auto_ms, "cublas_ms": cublas,
+            "big_gbs": large.numel() * large.element_size() / ms / 1e6,
+            "auto_big_gbs": large.numel() * large.element_size() / auto_ms / 1e6}
 
 
 def main() -> None:
@@ -108,13 +110,15 @@ def main() -> None:
             for n, k in sizes]
     print(f"device copy {copy_gbs:.0f} GB/s (read + written)")
     print(f"{'dtype':9s} {'big':8s} {'shape':>17s} {'skinny':>8s} {'auto':>8s} {'cuBLAS':>8s}"
-          f" {'x cuBLAS':>8s} {'x auto':>7s} {'big GB/s':>8s} {'x copy':>6s}  point")
+          f" {'x cuBLAS':>8s} {'x auto':>7s} {'big GB/s':>8s} {'x copy':>6s}"
+          f" {'auto x copy':>11s}  point")
     for r in rows:
         us = [r[key] * 1e3 for key in ("skinny_ms", "auto_ms", "cublas_ms")]
         print(f"{r['dtype']:9s} {r['big']:8s} {r['m']:>5d}x{r['n']:>5d}x{r['k']:>5d} "
               f"{us[0]:7.1f}u {us[1]:7.1f}u {us[2]:7.1f}u"
               f" {r['cublas_ms'] / r['skinny_ms']:8.2f} {r['auto_ms'] / r['skinny_ms']:7.2f}"
-              f" {r['big_gbs']:8.0f} {r['big_gbs'] / copy_gbs:6.2f}  {r['skinny_point']}"
+              f" {r['big_gbs']:8.0f} {r['big_gbs'] / copy_gbs:6.2f}"
+              f" {r['auto_big_gbs'] / copy_gbs:11.2f}  {r['skinny_point']}"
               f" ({r['auto']})")
     if args.json:
         save_json(args.json, {"copy_gbs": copy_gbs, "rows": rows})
