@@ -24,9 +24,10 @@ def _l2_scrub(device: int):
 
     from .gpu import properties
 
+    gpu = properties(device)
     with cupy.cuda.Device(device):
-        lines = cupy.empty(2 * properties(device).l2_bytes // 4, cupy.float32)
-    if properties(device).compute_capability < 80:
+        lines = cupy.empty(2 * gpu.l2_bytes // 4, cupy.float32)
+    if gpu.compute_capability < 80:
         return lines, None
     return lines, cupy.RawKernel(r"""
 extern "C" __global__ void xgemm_l2_discard(char* base, unsigned long long lines) {

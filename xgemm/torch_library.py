@@ -25,9 +25,8 @@ from .checks.arguments import AUTO, TUNE
 from .grouped import grouped_product
 
 __all__ = ["LIBRARY", "below_autograd", "cuda_is_next", "grouped_below", "grouped_launch",
-           "launch", "matmul_below",
-           "matmul_operator", "operator_product", "rows_of", "tiles_of", "tiles_text",
-           "traced_product"]
+           "launch", "matmul_below", "matmul_operator", "operator_product", "rows_of",
+           "tiles_of", "tiles_text", "traced_product"]
 
 
 def tiles_text(params: dict[str, int]) -> str:
