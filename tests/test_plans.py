@@ -291,6 +291,23 @@ def test_a_signature_is_planned_once(rng, counted, monkeypatch):
     assert counted() == (3, 0)
 
 
+def test_pytorch_operands_keyed_inline_as_array_key_keys_them():
+    """call_key keys two PyTorch tensors inline (the common call) and others one by one:
+    both hold what ``array_key`` holds (shape, strides, dtype, alignment, device)."""
+    torch = pytest.importorskip("torch")
+    from xgemm.signature import array_key, call_key
+
+    wide = torch.randn(64, 53)
+    pairs = [(wide[:, :48], torch.randn(48, 40)),                  # lda 53, row-major b
+             (wide[:, 1:49], torch.randn(40, 48).T),               # 4 bytes off, b a w.T
+             (torch.randn(48, 64).T, torch.nn.Parameter(torch.randn(48, 40)))]  # two types
+    for a, b in pairs:
+        key = call_key(a, b, None, "out", None, "auto", {}, None, None, None, False)
+        assert key[:2] == (array_key(a), array_key(b))
+    assert call_key(*pairs[0], None, "out", None, "auto", {}, None, None, None, False) != \
+        call_key(*pairs[1], None, "out", None, "auto", {}, None, None, None, False)
+
+
 @gpu
 def test_what_changes_the_kernel_or_its_arguments_changes_the_plan(rng, counted):
     """After a plan for C-ordered 64 x 48 @ 48 x 40: the same shapes with other strides (a

@@ -188,9 +188,8 @@ def matmul(a: Any, b: Any, variant: str = DEFAULT_VARIANT, out: Any = None,
             "or on detached tensors")
     if scale_a is None and scale_b is None and formats is None:  # most calls: no keywords
         return _product(a, b, variant, out, bias, activation, precision, out_dtype, params)
-    return product(a, b, variant, out, bias=bias, activation=activation, precision=precision,
-                   out_dtype=out_dtype, scale_a=scale_a, scale_b=scale_b, formats=formats,
-                   **params)
+    return _scaled_product(a, b, variant, out, bias, activation, precision, out_dtype, scale_a,
+                           scale_b, formats, params)
 
 
 #: PyTorch's Tensor type, its two mode queries and its forward-mode AD module, looked up
@@ -293,6 +292,15 @@ def product(a: Any, b: Any, variant: str = DEFAULT_VARIANT, out: Any = None,
     """
     if scale_a is None and scale_b is None and formats is None:
         return _product(a, b, variant, out, bias, activation, precision, out_dtype, params)
+    return _scaled_product(a, b, variant, out, bias, activation, precision, out_dtype, scale_a,
+                           scale_b, formats, params)
+
+
+def _scaled_product(a: Any, b: Any, variant: str, out: Any, bias: Any, activation: str | None,
+                    precision: str | None, out_dtype: str | None, scale_a: Any, scale_b: Any,
+                    formats: Any, params: dict[str, int]) -> Any:
+    """A product with 8-bit scales or formats, its arguments passed by position (an 8-bit
+    call's host time is most of it where its kernel is short)."""
     scales = _scales(scale_a, scale_b, formats)
     plan, (a, b, out, bias, sa, sb) = _planned(a, b, variant, out, "out", bias, activation,
                                                precision, out_dtype, 1.0, 0.0, params, formats,

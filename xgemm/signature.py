@@ -81,9 +81,17 @@ def call_key(a: Any, b: Any, target: Any, target_name: str, bias: Any, variant: 
              out_dtype: str | None, read_c: bool, formats: Any = None,
              scales: Scales | None = None) -> tuple | None:
     """The signature of a call, or None if an array is of neither CuPy nor PyTorch."""
-    (key_a, address_a), (key_b, address_b) = _keyed(a), _keyed(b)
-    if key_a is None or key_b is None:
-        return None
+    if type(a) is type(b) and framework(type(a)) == "torch":
+        # most calls: two PyTorch tensors, keyed here rather than by a call of _keyed
+        # each (as _keyed keys them: a function call costs about what its work does)
+        address_a, address_b = a.data_ptr(), b.data_ptr()
+        capped_a, capped_b = address_a | 64, address_b | 64
+        key_a = (a.shape, a.stride(), a.dtype, capped_a & -capped_a, a.get_device())
+        key_b = (b.shape, b.stride(), b.dtype, capped_b & -capped_b, b.get_device())
+    else:
+        (key_a, address_a), (key_b, address_b) = _keyed(a), _keyed(b)
+        if key_a is None or key_b is None:
+            return None
     key = (key_a, key_b, variant, tuple(sorted(params.items())) if params else (),
            activation, precision, out_dtype)
     if formats is not None or scales is not None:  # 8-bit products
@@ -93,9 +101,9 @@ def call_key(a: Any, b: Any, target: Any, target_name: str, bias: Any, variant: 
             return None  # not a format's name: the checks say so
         key_sa = key_sb = None
         if scales is not None:
-            if scales.a is not None and (key_sa := array_key(scales.a)) is None:
+            if scales.a is not None and (key_sa := _keyed(scales.a)[0]) is None:
                 return None
-            if scales.b is not None and (key_sb := array_key(scales.b)) is None:
+            if scales.b is not None and (key_sb := _keyed(scales.b)[0]) is None:
                 return None
         key += (tuple(formats) if isinstance(formats, list) else formats, (key_sa, key_sb))
     if target is not None:
